@@ -1,0 +1,26 @@
+#include "cli/args.h"
+
+#include <cstdio>
+
+#include "cli/command.h"
+
+namespace kvgate::cli {
+
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: %s\nrun '%s --help' for the options\n", app.get_name().c_str(), e.what(),
+                 app.get_name().c_str());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvgate::cli
