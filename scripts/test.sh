@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: sets up (scripts/setup.sh), then
+#   1. every test in the default build, including the end-to-end tests that run the real
+#      pinned llama-server on synthesized models;
+#   2. the parser and server unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (CMake preset "asan", clang), skipped with KVGATE_SKIP_ASAN=1.
+# Extra arguments are passed to ctest (e.g. -R Gguf).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+jobs=$(nproc)
+log() { printf '[test] %s\n' "$*" >&2; }
+
+log "default build: all tests"
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"
+
+if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
+  log "asan build: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  cmake --preset asan >/dev/null
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "$@"
+fi
+log "all tests passed"

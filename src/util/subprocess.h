@@ -1,0 +1,82 @@
+// Subprocess: a child process in its own process group, with its stdout and stderr read
+// line by line (move-only RAII).
+//
+// The child is started with fork/exec; it gets its own process group (so stop() reaches
+// every process it spawns) and, on Linux, a parent-death signal (SIGKILL), so it cannot
+// outlive kvgate even when kvgate is killed with SIGKILL. Environment variables can be
+// removed by prefix (e.g. "LLAMA_ARG_") or set.
+//
+// Output: both streams go into one pipe; a reader thread splits it into lines and calls
+// `on_line` (if given) for each, in order, from that thread. The destructor stops the
+// process group (SIGTERM, then SIGKILL after the grace period) and joins the reader.
+//
+// Thread-safety: running()/exit_status()/stop() may be called from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/result.h"
+
+namespace kvgate::util {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;  // argv[0] is the program path
+  std::vector<std::string> unset_env_prefixes;
+  std::map<std::string, std::string> set_env;
+  std::function<void(std::string_view line)> on_line;
+  bool die_with_parent = true;
+};
+
+// How a finished child ended: exited with `code`, or was killed by `signal`.
+struct ExitStatus {
+  int code = 0;
+  int signal = 0;
+  bool signaled() const { return signal != 0; }
+  std::string describe() const;
+};
+
+class Subprocess {
+ public:
+  static Result<std::unique_ptr<Subprocess>> spawn(SpawnOptions options);
+
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+  ~Subprocess();
+
+  pid_t pid() const { return pid_; }
+  // Non-blocking: true until the child has exited (reaps it when it has).
+  bool running();
+  // Set once the child has exited and been reaped.
+  std::optional<ExitStatus> exit_status();
+  // Waits up to `timeout` for exit; returns the status if it exited.
+  std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
+  // Sends `sig` to the whole process group.
+  void signal_group(int sig);
+  // SIGTERM to the group, SIGKILL after `grace`; waits for exit and for the output reader.
+  ExitStatus stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+ private:
+  Subprocess(pid_t pid, int out_fd, std::function<void(std::string_view)> on_line);
+  void read_output();
+  bool try_reap(bool block);
+
+  pid_t pid_;
+  int out_fd_;
+  std::function<void(std::string_view)> on_line_;
+  std::thread reader_;
+  std::mutex mu_;
+  std::optional<ExitStatus> status_;  // guarded by mu_
+};
+
+}  // namespace kvgate::util

@@ -1,0 +1,89 @@
+#include "util/subprocess.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+namespace kvgate::util {
+namespace {
+
+// Alive = exists and is not a zombie (a reaped-late orphan is dead for our purposes).
+bool process_alive(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string stat(buf, n);
+  const size_t close_paren = stat.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat.size() && stat[close_paren + 2] != 'Z';
+}
+
+struct Lines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(std::string_view)> sink() {
+    return [this](std::string_view l) {
+      std::lock_guard lock(mu);
+      lines.emplace_back(l);
+    };
+  }
+};
+
+TEST(SubprocessTest, CapturesBothStreamsAndExitCode) {
+  Lines out;
+  auto p = Subprocess::spawn({.argv = {"/bin/sh", "-c", "echo one; echo two >&2; printf three; exit 3"},
+                              .on_line = out.sink()});
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto status = (*p)->wait_for(std::chrono::seconds(10));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->code, 3);
+  (*p)->stop();
+  EXPECT_EQ(out.lines, (std::vector<std::string>{"one", "two", "three"}));
+}
+
+TEST(SubprocessTest, RemovesAndSetsEnvironment) {
+  ::setenv("LLAMA_ARG_CTX_SIZE", "99", 1);
+  Lines out;
+  auto p = Subprocess::spawn({.argv = {"/bin/sh", "-c", "echo ctx=${LLAMA_ARG_CTX_SIZE:-unset} k=$KVGATE_X"},
+                              .unset_env_prefixes = {"LLAMA_ARG_"},
+                              .set_env = {{"KVGATE_X", "y"}},
+                              .on_line = out.sink()});
+  ASSERT_TRUE(p.ok());
+  (*p)->wait_for(std::chrono::seconds(10));
+  (*p)->stop();
+  ::unsetenv("LLAMA_ARG_CTX_SIZE");
+  EXPECT_EQ(out.lines, (std::vector<std::string>{"ctx=unset k=y"}));
+}
+
+TEST(SubprocessTest, ExecFailureIsAnError) {
+  auto p = Subprocess::spawn({.argv = {"/nonexistent/llama-server"}});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message().find("cannot run '/nonexistent/llama-server'"), std::string::npos);
+}
+
+TEST(SubprocessTest, StopKillsTheWholeGroup) {
+  Lines out;
+  // The child starts a grandchild and prints its pid; stop() must take both down, even
+  // though the shell ignores SIGTERM.
+  auto p = Subprocess::spawn({.argv = {"/bin/sh", "-c", "trap '' TERM; sleep 300 & echo $!; wait"},
+                              .on_line = out.sink()});
+  ASSERT_TRUE(p.ok());
+  pid_t grandchild = 0;
+  for (int i = 0; i < 500 && grandchild == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard lock(out.mu);
+    if (!out.lines.empty()) grandchild = std::stoi(out.lines[0]);
+  }
+  ASSERT_GT(grandchild, 0);
+  auto status = (*p)->stop(std::chrono::milliseconds(200));
+  EXPECT_TRUE(status.signaled());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(process_alive(grandchild)) << "grandchild survived";
+}
+
+}  // namespace
+}  // namespace kvgate::util
