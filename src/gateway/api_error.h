@@ -1,0 +1,44 @@
+// ApiError: an error answered to a client in OpenAI's format.
+//
+//   {"error": {"message": "...", "type": "invalid_request_error", "param": "messages[2].role",
+//              "code": "invalid_value"}}
+//
+// Every failure the gateway reports to a client goes through this type and one mapper
+// (to_json + status), so status codes and shapes are consistent across routes. Messages say
+// what was wrong, where (the field path) and, where useful, what to do.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::gateway {
+
+struct ApiError {
+  int status = 500;
+  std::string type = "server_error";
+  std::string message;
+  std::optional<std::string> param;
+  std::optional<std::string> code;
+  std::optional<int> retry_after_s;  // sent as a Retry-After header (429/503)
+  nlohmann::json extra = nlohmann::json::object();  // extra fields inside "error" (e.g. n_ctx)
+
+  nlohmann::json to_json() const;
+  std::string body() const { return to_json().dump(); }
+};
+
+ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt,
+                     std::string code = "invalid_value");
+ApiError unauthorized(std::string message);
+ApiError not_found(std::string message);
+ApiError method_not_allowed(std::string message);
+ApiError payload_too_large(size_t limit_bytes);
+ApiError unavailable(std::string message, int retry_after_s);
+ApiError too_many_requests(std::string message, int retry_after_s);
+ApiError gateway_timeout(std::string message);
+// The engine failed: 502 with the engine's own message where it gave one.
+ApiError bad_gateway(std::string message);
+ApiError internal_error(std::string message);
+
+}  // namespace kvgate::gateway
