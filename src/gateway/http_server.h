@@ -1,0 +1,120 @@
+// HttpServer: kvgate's HTTP/1.1 edge. A small blocking server, one thread per connection,
+// built for what a gateway in front of a slow engine needs and generic libraries make hard:
+//
+//  - hard limits with proper answers: header bytes (431), body bytes (413 before the body is
+//    read, also after "Expect: 100-continue"), connection count (503 + Retry-After);
+//  - deadlines against slow clients: the request head must arrive within `head_timeout`
+//    of its first byte, and the body at a minimum rate, otherwise the connection is closed;
+//    idle keep-alive connections close after `idle_timeout`;
+//  - streaming: a handler may answer with a chunked stream and write event by event;
+//    every write reports whether the client is still there;
+//  - disconnect detection while a handler waits (ResponseWriter::client_gone()), so a
+//    request whose client left can cancel its upstream work.
+//
+// Error answers produced by the server itself (parse errors, limits) are JSON in OpenAI's
+// error format. Thread-safety: start()/stop() from one owner thread; handlers run
+// concurrently on connection threads and must be thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/http_message.h"
+#include "util/result.h"
+
+namespace kvgate::gateway {
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// Given to a handler to answer one request. Exactly one of send() or begin_stream() … end
+// is used; a handler that returns without answering gets a 500.
+class ResponseWriter {
+ public:
+  ResponseWriter(int fd, bool keep_alive, bool http10 = false)
+      : fd_(fd), keep_alive_(keep_alive && !http10), http10_(http10) {}
+
+  // A complete answer with Content-Length. Returns false if the client is gone.
+  bool send(int status, const HeaderList& headers, std::string_view body);
+  // Starts a chunked answer; then write() pieces and end(). Each returns false once the
+  // client is gone (later calls do nothing).
+  bool begin_stream(int status, const HeaderList& headers);
+  bool write(std::string_view data);
+  bool end();
+
+  // Non-blocking check: has the client closed its side or reset the connection?
+  bool client_gone();
+  bool answered() const { return state_ != State::kIdle; }
+  int status() const { return status_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+  bool keep_alive() const { return keep_alive_ && !broken_; }
+
+ private:
+  enum class State { kIdle, kStreaming, kDone };
+  bool write_all(std::string_view data);
+
+  int fd_;
+  bool keep_alive_;
+  bool http10_;  // no chunked coding: a stream is sent raw and ends with the connection
+  bool broken_ = false;
+  State state_ = State::kIdle;
+  int status_ = 0;
+  uint64_t bytes_written_ = 0;
+};
+
+using Handler = std::function<void(const HttpRequest&, ResponseWriter&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8787;  // 0: pick a free port (see HttpServer::port())
+  size_t max_connections = 256;
+  size_t max_body_bytes = 64 * 1024 * 1024;
+  HeadLimits head_limits;
+  std::chrono::milliseconds head_timeout{15000};
+  std::chrono::milliseconds idle_timeout{75000};
+  // The body must arrive at no less than this rate (after a 10 s allowance).
+  size_t min_body_bytes_per_s = 32 * 1024;
+};
+
+class HttpServer {
+ public:
+  HttpServer(HttpServerOptions options, Handler handler);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts accepting on a background thread. Error if the address is in use.
+  Status start();
+  // Stops accepting, closes idle connections, waits for running handlers to finish.
+  void stop();
+  uint16_t port() const { return port_; }
+  size_t active_connections() const { return active_.load(); }
+
+ private:
+  void accept_loop();
+  void serve_connection(int fd, std::string remote);
+  void reject_busy(int fd);
+
+  HttpServerOptions options_;
+  Handler handler_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> active_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::vector<int> open_fds_;  // guarded by mu_; shut down on stop()
+};
+
+// A JSON answer in OpenAI's error format for server-level failures.
+std::string error_body(int status, std::string_view message);
+const char* status_text(int status);
+
+}  // namespace kvgate::gateway
