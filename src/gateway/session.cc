@@ -1,0 +1,203 @@
+#include "gateway/session.h"
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace kvgate::gateway {
+
+std::string new_session_id() {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard lock(mu);
+  return fmt::format("s_{:016x}", rng());
+}
+
+nlohmann::json Session::to_json() const {
+  std::lock_guard lock(mu);
+  auto secs = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  };
+  const double hit = counters.prompt_tokens == 0
+                         ? 0.0
+                         : static_cast<double>(counters.cached_tokens) / static_cast<double>(counters.prompt_tokens);
+  return {{"id", id},
+          {"messages", chain.size()},
+          {"slot", slot},
+          {"recognised_by", recognised_by},
+          {"created", secs(created)},
+          {"last_used", secs(last_used)},
+          {"last_prompt_tokens", last_prompt_tokens},
+          {"last_cached_tokens", last_cached_tokens},
+          {"requests", counters.requests},
+          {"errors", counters.errors},
+          {"prompt_tokens", counters.prompt_tokens},
+          {"cached_tokens", counters.cached_tokens},
+          {"prefilled_tokens", counters.prefilled_tokens},
+          {"completion_tokens", counters.completion_tokens},
+          {"cache_hit_ratio", hit},
+          {"mean_ttft_ms", counters.requests ? counters.ttft_ms_total / static_cast<double>(counters.requests) : 0.0}};
+}
+
+SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& chain,
+                                                 const std::optional<std::string>& explicit_id,
+                                                 const std::string& how_explicit) {
+  std::lock_guard lock(mu_);
+  Match m;
+  if (explicit_id) {
+    auto it = sessions_.find(*explicit_id);
+    if (it != sessions_.end()) {
+      m.session = it->second;
+      std::lock_guard slock(m.session->mu);
+      // How much of the stored chain the request still shares.
+      size_t n = 0;
+      while (n < chain.size() && n < m.session->chain.size() && chain[n] == m.session->chain[n]) ++n;
+      m.matched_messages = n;
+    } else {
+      m.session = create(*explicit_id);
+      m.created = true;
+    }
+    m.how = how_explicit;
+  } else {
+    for (size_t k = chain.size(); k > 0 && !m.session; --k) {
+      auto it = by_chain_end_.find(chain[k - 1]);
+      if (it == by_chain_end_.end()) continue;
+      auto s = sessions_.find(it->second);
+      if (s == sessions_.end()) continue;
+      m.session = s->second;
+      m.matched_messages = k;
+      m.how = "prefix";
+    }
+    if (!m.session) {
+      m.session = create(new_session_id());
+      m.created = true;
+      m.how = "new";
+    }
+  }
+  touch(m.session->id);
+  {
+    std::lock_guard slock(m.session->mu);
+    m.session->last_used = std::chrono::system_clock::now();
+    m.session->recognised_by = m.how;
+  }
+  evict_if_needed();
+  return m;
+}
+
+void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::vector<uint64_t> chain,
+                                size_t request_messages) {
+  std::lock_guard lock(mu_);
+  std::lock_guard slock(session->mu);
+  unindex(*session);
+  session->chain = std::move(chain);
+  session->last_request_messages = request_messages;
+  if (sessions_.find(session->id) == sessions_.end()) return;  // evicted meanwhile: keep it unindexed
+  auto& keys = keys_[session->id];
+  auto add = [&](uint64_t key) {
+    by_chain_end_[key] = session->id;
+    keys.push_back(key);
+  };
+  if (!session->chain.empty()) add(session->chain.back());
+  if (request_messages > 0 && request_messages < session->chain.size()) add(session->chain[request_messages - 1]);
+}
+
+void SessionTable::unindex(const Session& s) {
+  auto it = keys_.find(s.id);
+  if (it == keys_.end()) return;
+  for (uint64_t key : it->second) {
+    auto k = by_chain_end_.find(key);
+    if (k != by_chain_end_.end() && k->second == s.id) by_chain_end_.erase(k);
+  }
+  keys_.erase(it);
+}
+
+std::shared_ptr<Session> SessionTable::create(std::string id) {
+  auto s = std::make_shared<Session>(id);
+  sessions_[id] = s;
+  lru_.push_front(id);
+  lru_pos_[id] = lru_.begin();
+  return s;
+}
+
+void SessionTable::touch(const std::string& id) {
+  auto it = lru_pos_.find(id);
+  if (it == lru_pos_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+void SessionTable::evict_if_needed() {
+  auto it = lru_.end();
+  while (sessions_.size() > max_sessions_ && it != lru_.begin()) {
+    --it;
+    auto s = sessions_.find(*it);
+    if (s == sessions_.end()) continue;
+    // Only idle sessions go: one whose request is running keeps its place.
+    std::unique_lock turn(s->second->turn, std::try_to_lock);
+    if (!turn.owns_lock() || s->second.use_count() > 1) continue;
+    {
+      std::lock_guard slock(s->second->mu);
+      unindex(*s->second);
+    }
+    turn.unlock();
+    lru_pos_.erase(*it);
+    sessions_.erase(s);
+    it = lru_.erase(it);
+    ++evictions_;
+  }
+}
+
+std::shared_ptr<Session> SessionTable::get(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Session>> SessionTable::list() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& id : lru_) out.push_back(sessions_.at(id));
+  return out;
+}
+
+size_t SessionTable::size() {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+uint64_t SessionTable::evictions() {
+  std::lock_guard lock(mu_);
+  return evictions_;
+}
+
+std::pair<int, bool> SlotPool::acquire(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  ++clock_;
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    if (owners_[i] == session_id) {
+      last_use_[i] = clock_;
+      return {static_cast<int>(i), false};
+    }
+  }
+  size_t pick = 0;
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    if (owners_[i].empty()) {
+      pick = i;
+      break;
+    }
+    if (last_use_[i] < last_use_[pick]) pick = i;
+  }
+  owners_[pick] = session_id;
+  last_use_[pick] = clock_;
+  return {static_cast<int>(pick), true};
+}
+
+nlohmann::json SlotPool::to_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    out.push_back({{"id", i}, {"session", owners_[i].empty() ? nlohmann::json(nullptr) : nlohmann::json(owners_[i])}});
+  }
+  return out;
+}
+
+}  // namespace kvgate::gateway
