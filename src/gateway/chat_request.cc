@@ -1,0 +1,189 @@
+#include "gateway/chat_request.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+const char* kind(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "an unknown value";
+  }
+}
+
+ApiError wrong_type(const std::string& path, const char* expected, const json& got) {
+  return bad_request(fmt::format("{} must be {}, got {}", path, expected, kind(got)), path, "invalid_type");
+}
+
+std::optional<ApiError> check_content(const json& content, const std::string& path, const std::string& role) {
+  if (content.is_string()) return std::nullopt;
+  if (content.is_null()) {
+    if (role == "assistant" || role == "tool") return std::nullopt;
+    return bad_request(fmt::format("{} must not be null for a {} message", path, role), path, "invalid_value");
+  }
+  if (!content.is_array()) return wrong_type(path, "a string or an array of content parts", content);
+  for (size_t i = 0; i < content.size(); ++i) {
+    const auto& part = content[i];
+    const std::string p = fmt::format("{}[{}]", path, i);
+    if (!part.is_object()) return wrong_type(p, "an object", part);
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) return bad_request(p + ".type must be a string", p + ".type", "invalid_type");
+    if (*type == "text") {
+      auto text = part.find("text");
+      if (text == part.end() || !text->is_string()) return bad_request(p + ".text must be a string", p + ".text", "invalid_type");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_tool_calls(const json& calls, const std::string& path) {
+  if (!calls.is_array()) return wrong_type(path, "an array", calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", path, i);
+    const auto& c = calls[i];
+    if (!c.is_object()) return wrong_type(p, "an object", c);
+    auto fn = c.find("function");
+    if (fn == c.end() || !fn->is_object()) return bad_request(p + ".function must be an object", p + ".function", "invalid_type");
+    auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string()) {
+      return bad_request(p + ".function.name must be a string", p + ".function.name", "invalid_type");
+    }
+    // Arguments that are not valid JSON are repaired later, not rejected here.
+    auto args = fn->find("arguments");
+    if (args != fn->end() && !args->is_string() && !args->is_object() && !args->is_null()) {
+      return wrong_type(p + ".function.arguments", "a string", *args);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_int(const json& body, const char* key, int64_t min) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
+  if (it->get<int64_t>() < min) {
+    return bad_request(fmt::format("{} must be at least {}", key, min), std::string(key), "invalid_value");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_json_body(std::string_view text, json& out) {
+  try {
+    out = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.what() names the byte position and what was expected.
+    return bad_request(fmt::format("request body is not valid JSON: {}", e.what()), std::nullopt, "invalid_json");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> validate_chat_body(const json& body) {
+  if (!body.is_object()) return bad_request(fmt::format("request body must be a JSON object, got {}", kind(body)));
+  auto messages = body.find("messages");
+  if (messages == body.end()) return bad_request("messages is required", "messages", "missing_field");
+  if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
+  if (messages->empty()) return bad_request("messages must contain at least one message", "messages", "invalid_value");
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool", "function"};
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const auto& m = (*messages)[i];
+    const std::string p = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return wrong_type(p, "an object", m);
+    auto role = m.find("role");
+    if (role == m.end()) return bad_request(p + ".role is required", p + ".role", "missing_field");
+    if (!role->is_string()) return wrong_type(p + ".role", "a string", *role);
+    const std::string r = role->get<std::string>();
+    if (kRoles.count(r) == 0) {
+      return bad_request(fmt::format("{}.role '{}' must be one of system, developer, user, assistant, tool", p, r),
+                         p + ".role", "invalid_value");
+    }
+    auto content = m.find("content");
+    if (content == m.end()) {
+      if (r != "assistant") return bad_request(p + ".content is required", p + ".content", "missing_field");
+    } else if (auto e = check_content(*content, p + ".content", r)) {
+      return e;
+    }
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+      if (auto e = check_tool_calls(*calls, p + ".tool_calls")) return e;
+    }
+    for (const char* key : {"name", "tool_call_id", "reasoning_content"}) {
+      auto it = m.find(key);
+      if (it != m.end() && !it->is_string() && !it->is_null()) return wrong_type(p + "." + key, "a string", *it);
+    }
+  }
+  if (auto s = body.find("stream"); s != body.end() && !s->is_boolean() && !s->is_null()) {
+    return wrong_type("stream", "a boolean", *s);
+  }
+  if (auto n = body.find("n"); n != body.end() && !n->is_null()) {
+    if (!n->is_number_integer()) return wrong_type("n", "an integer", *n);
+    if (n->get<int64_t>() != 1) return bad_request("only n = 1 is supported", "n", "unsupported_value");
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
+    if (auto e = check_int(body, key, -1)) return e;
+  }
+  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
+    if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const auto& t = (*tools)[i];
+      const std::string p = fmt::format("tools[{}]", i);
+      if (!t.is_object()) return wrong_type(p, "an object", t);
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object()) return bad_request(p + ".function must be an object", p + ".function", "invalid_type");
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+        return bad_request(p + ".function.name must be a non-empty string", p + ".function.name", "invalid_value");
+      }
+    }
+  }
+  for (const char* key : {"model", "user"}) {
+    auto it = body.find(key);
+    if (it != body.end() && !it->is_string() && !it->is_null()) return wrong_type(key, "a string", *it);
+  }
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null() && !so->is_object()) {
+    return wrong_type("stream_options", "an object", *so);
+  }
+  if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null() && !kw->is_object()) {
+    return wrong_type("chat_template_kwargs", "an object", *kw);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out) {
+  json body;
+  if (auto e = parse_json_body(text, body)) return e;
+  if (auto e = validate_chat_body(body)) return e;
+  out.body = std::move(body);
+  const json& b = out.body;
+  out.stream = b.value("stream", false) == true;
+  if (auto so = b.find("stream_options"); so != b.end() && so->is_object()) {
+    out.include_usage = so->value("include_usage", false) == true;
+  }
+  for (const char* key : {"max_completion_tokens", "max_tokens", "n_predict"}) {
+    auto it = b.find(key);
+    if (it != b.end() && it->is_number_integer()) {
+      out.max_tokens = it->get<int64_t>();
+      break;
+    }
+  }
+  if (auto m = b.find("model"); m != b.end() && m->is_string()) out.model = m->get<std::string>();
+  if (auto u = b.find("user"); u != b.end() && u->is_string() && !u->get_ref<const std::string&>().empty()) {
+    out.user = u->get<std::string>();
+  }
+  out.has_tools = b.contains("tools") && b["tools"].is_array() && !b["tools"].empty();
+  return std::nullopt;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,42 @@
+// Parsing and validation of OpenAI chat-completion requests at the edge.
+//
+// parse_chat_request() turns a request body into a ChatRequest or an ApiError (400) that
+// names the offending field ("messages[3].role must be one of ..."). Validation covers what
+// kvgate itself relies on (messages and their roles and content shapes, stream, n, token
+// limits, tools, session hints); other fields pass through to the engine untouched, which
+// validates its own parameters (its errors are relayed in the same format).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/api_error.h"
+
+namespace kvgate::gateway {
+
+struct ChatRequest {
+  nlohmann::json body;             // the whole request object (validated)
+  bool stream = false;
+  bool include_usage = false;      // stream_options.include_usage
+  std::optional<int64_t> max_tokens;  // max_completion_tokens, max_tokens or n_predict
+  std::string model;
+  std::optional<std::string> user;
+  bool has_tools = false;
+
+  nlohmann::json& messages() { return body["messages"]; }
+  const nlohmann::json& messages() const { return body.at("messages"); }
+};
+
+// Returns the error to answer with, or nullopt when `out` was filled.
+std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out);
+// Validates an already parsed body (same rules); used for requests built internally too.
+std::optional<ApiError> validate_chat_body(const nlohmann::json& body);
+
+// Parses a JSON request body; a 400 naming the byte position on failure.
+std::optional<ApiError> parse_json_body(std::string_view text, nlohmann::json& out);
+
+}  // namespace kvgate::gateway

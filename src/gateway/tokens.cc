@@ -1,0 +1,161 @@
+#include "gateway/tokens.h"
+
+#include <fmt/format.h>
+
+#include "gateway/normalize.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+constexpr auto kTimeout = std::chrono::seconds(120);
+
+// Candidates for special tokens: "<|...|>" and "<word>"/"</word>" style markers.
+size_t candidate_length(std::string_view s, size_t i) {
+  if (s[i] != '<') return 0;
+  const size_t limit = std::min(s.size(), i + 48);
+  for (size_t j = i + 1; j < limit; ++j) {
+    const char c = s[j];
+    if (c == '>') return j - i >= 2 ? j - i + 1 : 0;
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '|' || c == '/' || c == '-' || c == '.' || c == ':';
+    if (!ok) return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> TokenCounter::tokenize(std::string_view text) {
+  nlohmann::json req = {{"content", text}, {"add_special", false}, {"parse_special", true}};
+  auto res = upstream_.call("POST", "/tokenize", req.dump(), kTimeout);
+  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("tokenize: " + err->message);
+  auto& r = std::get<UpstreamResponse>(res);
+  if (r.status != 200) return Error(fmt::format("tokenize: engine answered {}: {}", r.status, r.body.substr(0, 300)));
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("tokens") || !j["tokens"].is_array()) return Error("tokenize: unexpected answer");
+  std::vector<int64_t> out;
+  out.reserve(j["tokens"].size());
+  for (const auto& t : j["tokens"]) out.push_back(t.is_number_integer() ? t.get<int64_t>() : -1);
+  return out;
+}
+
+Result<bool> TokenCounter::is_splitting_special(const std::string& candidate) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = specials_.find(candidate); it != specials_.end()) return it->second;
+  }
+  // A special token is one token on its own and splits the text around it: "x<c>x" is
+  // tokens("x") + 1 + tokens("x").
+  KV_ASSIGN_OR_RETURN(auto alone, tokenize(candidate));
+  bool special = alone.size() == 1;
+  if (special) {
+    KV_ASSIGN_OR_RETURN(auto x, tokenize("x"));
+    KV_ASSIGN_OR_RETURN(auto around, tokenize("x" + candidate + "x"));
+    special = around.size() == 2 * x.size() + 1 && around[x.size()] == alone[0];
+  }
+  std::lock_guard lock(mu_);
+  specials_[candidate] = special;
+  return special;
+}
+
+Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount& out) {
+  // Split at verified special tokens.
+  std::vector<std::string_view> pieces;
+  uint64_t specials = 0;
+  size_t piece_start = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const size_t n = candidate_length(prompt, i);
+    if (n == 0) continue;
+    KV_ASSIGN_OR_RETURN(bool special, is_splitting_special(std::string(prompt.substr(i, n))));
+    if (!special) continue;
+    if (i > piece_start) pieces.push_back(prompt.substr(piece_start, i - piece_start));
+    ++specials;
+    i += n - 1;
+    piece_start = i + 1;
+  }
+  if (piece_start < prompt.size()) pieces.push_back(prompt.substr(piece_start));
+  out.pieces = pieces.size();
+
+  uint64_t total = specials;
+  for (std::string_view piece : pieces) {
+    const uint64_t key = hash64(piece);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = piece_tokens_.find(key); it != piece_tokens_.end()) {
+        total += it->second;
+        ++stats_.cache_hits;
+        continue;
+      }
+    }
+    const auto t0 = Clock::now();
+    KV_ASSIGN_OR_RETURN(auto toks, tokenize(piece));
+    out.tokenize_ms += ms_since(t0);
+    ++out.new_pieces;
+    out.new_chars += piece.size();
+    total += toks.size();
+    std::lock_guard lock(mu_);
+    if (piece_tokens_.size() >= max_cached_) piece_tokens_.clear();  // crude bound; rebuilt on demand
+    piece_tokens_[key] = static_cast<uint32_t>(toks.size());
+    ++stats_.pieces_tokenized;
+    stats_.chars_tokenized += piece.size();
+  }
+  return total;
+}
+
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
+  TokenCount out;
+  const auto t0 = Clock::now();
+  auto res = upstream_.call("POST", "/apply-template", body.dump(), kTimeout);
+  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("apply-template: " + err->message);
+  auto& r = std::get<UpstreamResponse>(res);
+  if (r.status != 200) {
+    return Error(fmt::format("apply-template: engine answered {}: {}", r.status, r.body.substr(0, 500)));
+  }
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("prompt") || !j["prompt"].is_string()) {
+    return Error("apply-template: unexpected answer from the engine");
+  }
+  out.prompt = j["prompt"].get<std::string>();
+  out.render_ms = ms_since(t0);
+  KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out));
+  std::lock_guard lock(mu_);
+  out.tokens = static_cast<uint64_t>(static_cast<int64_t>(n) + offset_.value_or(0));
+  ++stats_.counts;
+  return out;
+}
+
+Result<uint64_t> TokenCounter::count_text(std::string_view text) {
+  TokenCount scratch;
+  return count_pieces(text, scratch);
+}
+
+int64_t TokenCounter::calibrate(uint64_t counted, uint64_t engine_prompt_tokens) {
+  std::lock_guard lock(mu_);
+  const int64_t diff = static_cast<int64_t>(engine_prompt_tokens) - static_cast<int64_t>(counted);
+  if (!offset_) {
+    offset_ = diff;
+    return diff;
+  }
+  if (diff != 0) {
+    ++stats_.mismatches;
+  }
+  return diff;
+}
+
+int64_t TokenCounter::offset() const {
+  std::lock_guard lock(mu_);
+  return offset_.value_or(0);
+}
+
+TokenCounter::Stats TokenCounter::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,82 @@
+// TokenCounter: exact prompt-token counts with the engine's own template and tokenizer,
+// without re-tokenising a long conversation every turn.
+//
+// The engine's tokenizer first splits text at special tokens (<|im_start|>, <|im_end|>, …)
+// and tokenises the pieces between them independently, so a prompt's token count is the
+// sum over those pieces plus one per special token. count() therefore
+//   1. renders the request with the engine's template (POST /apply-template),
+//   2. splits the rendered prompt at special tokens (candidates like "<|…|>" are verified
+//      once with /tokenize to be single, boundary-splitting tokens),
+//   3. looks each piece up by content hash and tokenises (POST /tokenize) only pieces it
+//      has not seen — in an ongoing conversation, just the new turn.
+// Engine-added tokens (e.g. BOS) are learned by calibrate() from the engine's own
+// usage.prompt_tokens for a prompt whose count is known.
+//
+// Thread-safety: all methods may be called concurrently (internally locked; upstream calls
+// are made without holding the lock).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/upstream.h"
+#include "util/result.h"
+
+namespace kvgate::gateway {
+
+struct TokenCount {
+  uint64_t tokens = 0;        // what the engine will count for this prompt
+  std::string prompt;         // the rendered prompt
+  size_t pieces = 0;          // text pieces between special tokens
+  size_t new_pieces = 0;      // pieces that had to be tokenised now
+  uint64_t new_chars = 0;     // bytes sent to /tokenize
+  double render_ms = 0;
+  double tokenize_ms = 0;
+};
+
+class TokenCounter {
+ public:
+  explicit TokenCounter(Upstream& upstream, size_t max_cached_pieces = 500000)
+      : upstream_(upstream), max_cached_(max_cached_pieces) {}
+
+  // `body` is a chat request body (messages, tools, chat_template_kwargs, …).
+  Result<TokenCount> count(const nlohmann::json& body);
+  // Tokens of plain text (no template); uses the same piece cache.
+  Result<uint64_t> count_text(std::string_view text);
+  // Tells the counter what the engine reported for a prompt it counted as `counted`;
+  // learns the engine-added offset (BOS etc.). Returns the discrepancy before learning.
+  int64_t calibrate(uint64_t counted, uint64_t engine_prompt_tokens);
+  int64_t offset() const;
+
+  struct Stats {
+    uint64_t counts = 0;
+    uint64_t pieces_tokenized = 0;
+    uint64_t chars_tokenized = 0;
+    uint64_t cache_hits = 0;
+    uint64_t mismatches = 0;  // calibrate() saw a difference after the offset was known
+  };
+  Stats stats() const;
+
+ private:
+  Result<std::vector<int64_t>> tokenize(std::string_view text);
+  Result<bool> is_splitting_special(const std::string& candidate);
+  Result<uint64_t> count_pieces(std::string_view prompt, TokenCount& out);
+
+  Upstream& upstream_;
+  const size_t max_cached_;
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, uint32_t> piece_tokens_;    // guarded by mu_
+  std::unordered_map<std::string, bool> specials_;         // guarded by mu_
+  std::optional<int64_t> offset_;                          // guarded by mu_
+  Stats stats_;                                            // guarded by mu_
+};
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,113 @@
+// Upstream: the gateway's only way to talk to the engine.
+//
+// The engine's address and key can change (a restart picks a new port and key), so every
+// request asks an EndpointProvider where the engine is right now, and whether it is
+// available at all (while the supervisor restarts it, requests fail fast with the state
+// and a retry hint instead of hanging).
+//
+// Requests are cancellable from another thread: a CancelScope passed to a call can be
+// cancelled (e.g. because the client disconnected), which closes the upstream connection;
+// the engine notices the closed socket and stops working on the request.
+//
+// Thread-safety: HttpUpstream is stateless apart from the provider and may be used from any
+// number of threads; a CancelScope is for one call at a time.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "util/result.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace kvgate::gateway {
+
+struct EngineEndpoint {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  std::string api_key;
+  bool available = true;
+  std::string state = "ready";  // supervisor state, for messages
+  int retry_after_s = 5;
+};
+
+using EndpointProvider = std::function<EngineEndpoint()>;
+
+struct UpstreamResponse {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+// Why an upstream call failed before an HTTP answer arrived.
+enum class UpstreamFailure { kUnavailable, kConnect, kTimeout, kCancelled, kBroken };
+
+struct UpstreamError {
+  UpstreamFailure kind = UpstreamFailure::kBroken;
+  std::string message;
+  int retry_after_s = 0;
+};
+
+class CancelScope {
+ public:
+  void cancel();
+  bool cancelled() const { return cancelled_.load(); }
+  // Used by the upstream implementation while a call is in flight.
+  void attach(httplib::Client* client);
+  void detach();
+
+ private:
+  std::mutex mu_;
+  httplib::Client* client_ = nullptr;  // guarded by mu_
+  std::atomic<bool> cancelled_{false};
+};
+
+struct StreamHandlers {
+  // Called once when the answer's head arrives; return false to stop.
+  std::function<bool(int status, const std::string& content_type)> on_start;
+  // Called for each piece of the body; return false to stop (cancels the request).
+  std::function<bool(std::string_view data)> on_data;
+};
+
+class Upstream {
+ public:
+  virtual ~Upstream() = default;
+  // A complete request/response. `timeout` bounds the wait for the answer.
+  virtual std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
+                                                             const std::string& body,
+                                                             std::chrono::milliseconds timeout,
+                                                             CancelScope* cancel = nullptr) = 0;
+  // A POST whose answer is consumed as it arrives. `idle_timeout` bounds the silence
+  // between two pieces (and before the head). Returns the HTTP status on success.
+  virtual std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
+                                                  const StreamHandlers& handlers,
+                                                  std::chrono::milliseconds idle_timeout,
+                                                  CancelScope* cancel = nullptr) = 0;
+  virtual EngineEndpoint endpoint() = 0;
+};
+
+class HttpUpstream : public Upstream {
+ public:
+  explicit HttpUpstream(EndpointProvider provider) : provider_(std::move(provider)) {}
+  std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
+                                                     const std::string& body, std::chrono::milliseconds timeout,
+                                                     CancelScope* cancel) override;
+  std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
+                                          const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                          CancelScope* cancel) override;
+  EngineEndpoint endpoint() override { return provider_(); }
+
+ private:
+  EndpointProvider provider_;
+};
+
+}  // namespace kvgate::gateway
