@@ -1,0 +1,141 @@
+#include "plan/model_desc.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "plan/arch_rules.h"
+
+namespace kvgate::plan {
+namespace {
+
+// "blk.12.attn_q.weight" → 12; nullopt for non-block tensors.
+std::optional<uint32_t> block_index(std::string_view name) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  uint32_t index = 0;
+  auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), index);
+  if (ec != std::errc() || ptr == name.data() || ptr == name.data() + name.size() || *ptr != '.') return std::nullopt;
+  return index;
+}
+
+uint32_t vocab_size(const gguf::File& f, const std::string& arch) {
+  if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->is_array()) {
+    return static_cast<uint32_t>(std::min<uint64_t>(tokens->size(), UINT32_MAX));
+  }
+  if (auto n = f.get_uint(arch + ".vocab_size"); n && *n <= UINT32_MAX) return static_cast<uint32_t>(*n);
+  if (const gguf::TensorInfo* t = f.find_tensor("token_embd.weight"); t != nullptr && t->n_dims >= 2) {
+    return static_cast<uint32_t>(std::min<uint64_t>(t->ne[1], UINT32_MAX));
+  }
+  return 0;
+}
+
+void sum_weights(const gguf::File& f, ModelDescriptor& d) {
+  bool has_output = false;
+  for (const auto& t : f.tensors()) {
+    d.tensor_bytes += t.n_bytes;
+    if (t.name == "token_embd.weight") {
+      d.token_embd_bytes += t.n_bytes;
+      continue;
+    }
+    if (t.name == "output.weight") has_output = true;
+    if (auto il = block_index(t.name); il && *il < d.n_layer_all) {
+      d.layers[*il].weight_bytes += t.n_bytes;
+    } else {
+      d.output_bytes += t.n_bytes;
+    }
+  }
+  d.tied_output = !has_output;
+}
+
+}  // namespace
+
+uint32_t ModelDescriptor::count_kv_layers(bool swa_cache) const {
+  uint32_t n = 0;
+  for (const auto& l : layers) n += l.kv && l.swa == swa_cache ? 1 : 0;
+  return n;
+}
+
+uint32_t ModelDescriptor::count_recurrent_layers() const {
+  uint32_t n = 0;
+  for (const auto& l : layers) n += l.recurrent ? 1 : 0;
+  return n;
+}
+
+uint32_t ModelDescriptor::count_indexer_layers() const {
+  uint32_t n = 0;
+  for (const auto& l : layers) n += l.indexer ? 1 : 0;
+  return n;
+}
+
+Result<ModelDescriptor> describe_model(const gguf::File& f) {
+  ModelDescriptor d;
+  d.arch = std::string(f.architecture());
+  if (d.arch.empty()) return Error("general.architecture is missing: not a model GGUF (or a tokenizer-only file)");
+  d.name = std::string(f.get_string("general.name").value_or(""));
+  d.metadata_only = f.metadata_only();
+
+  const std::string prefix = d.arch + ".";
+  auto block_count = f.get_uint(prefix + "block_count");
+  if (!block_count || *block_count == 0 || *block_count > 4096) {
+    return Error(fmt::format("{}block_count is missing or out of range: kvgate cannot plan a model without layers",
+                             prefix));
+  }
+  d.n_layer_all = static_cast<uint32_t>(*block_count);
+  ArchKeys keys(f, d.arch, d.n_layer_all);
+  const uint32_t nextn = keys.u32("nextn_predict_layers").value_or(0);
+  if (nextn > d.n_layer_all) {
+    return Error(fmt::format("{}nextn_predict_layers {} exceeds block_count {}", prefix, nextn, d.n_layer_all));
+  }
+  d.n_layer = d.n_layer_all - nextn;
+  d.n_embd = keys.u32("embedding_length").value_or(0);
+  d.n_ctx_train = keys.u32("context_length").value_or(0);
+  d.n_vocab = vocab_size(f, d.arch);
+  d.n_expert = keys.u32("expert_count").value_or(0);
+  if (auto used = keys.per_layer("expert_used_count")) d.n_expert_used = *std::max_element(used->begin(), used->end());
+  if (auto ff_exp = keys.per_layer("expert_feed_forward_length")) {
+    d.n_ff_exp = *std::max_element(ff_exp->begin(), ff_exp->end());
+  }
+
+  const auto n_head = keys.per_layer("attention.head_count").value_or(std::vector<uint32_t>(d.n_layer_all, 0));
+  const auto n_head_kv = keys.per_layer("attention.head_count_kv").value_or(n_head);
+  const auto n_ff = keys.per_layer("feed_forward_length").value_or(std::vector<uint32_t>(d.n_layer_all, 0));
+  if (!keys.error().empty()) return Error(keys.error());
+
+  // Head lengths: explicit keys, else n_embd / n_head of layer 0 (the engine's default).
+  const uint32_t head0 = n_head.empty() ? 0 : n_head[0];
+  uint32_t k_full = 0;
+  uint32_t v_full = 0;
+  if (head0 > 0) {
+    k_full = keys.u32("attention.key_length").value_or(d.n_embd / head0);
+    v_full = keys.u32("attention.value_length").value_or(d.n_embd / head0);
+  }
+  const uint32_t k_swa = keys.u32("attention.key_length_swa").value_or(k_full);
+  const uint32_t v_swa = keys.u32("attention.value_length_swa").value_or(v_full);
+
+  d.layers.resize(d.n_layer_all);
+  for (uint32_t il = 0; il < d.n_layer_all; ++il) {
+    LayerDesc& l = d.layers[il];
+    l.kv = true;
+    l.n_head = n_head[il];
+    l.n_head_kv = n_head_kv[il];
+    l.n_ff = n_ff[il];
+    l.k_len = k_full;
+    l.v_len = v_full;
+  }
+
+  KV_TRY(apply_arch_rules(keys, d));
+
+  for (auto& l : d.layers) {
+    if (l.swa) {
+      l.k_len = k_swa;
+      l.v_len = v_swa;
+    }
+  }
+  sum_weights(f, d);
+  return d;
+}
+
+}  // namespace kvgate::plan
