@@ -160,6 +160,7 @@ void Subprocess::signal_group(int sig) {
 ExitStatus Subprocess::stop(std::chrono::milliseconds grace) {
   if (running()) {
     signal_group(SIGTERM);
+    signal_group(SIGCONT);  // a stopped (SIGSTOP) child acts on SIGTERM only once continued
     if (!wait_for(grace)) {
       signal_group(SIGKILL);
       try_reap(true);

@@ -63,7 +63,8 @@ class Subprocess {
   std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
   // Sends `sig` to the whole process group.
   void signal_group(int sig);
-  // SIGTERM to the group, SIGKILL after `grace`; waits for exit and for the output reader.
+  // SIGTERM (and SIGCONT, for a stopped child) to the group, SIGKILL after `grace`; waits
+  // for exit and for the output reader.
   ExitStatus stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
  private:

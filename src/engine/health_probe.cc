@@ -1,0 +1,70 @@
+#include "engine/health_probe.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kvgate::engine {
+namespace {
+
+httplib::Headers auth(const EngineEndpoint& ep) {
+  if (ep.api_key.empty()) return {};
+  return {{"Authorization", "Bearer " + ep.api_key}};
+}
+
+void configure(httplib::Client& client, Millis timeout) {
+  client.set_connection_timeout(std::min<Millis>(timeout, Millis(2000)));
+  client.set_read_timeout(timeout);
+  client.set_write_timeout(timeout);
+  client.set_keep_alive(false);
+}
+
+std::string snippet(const std::string& body) {
+  std::string s = body.substr(0, 200);
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+CheckResult from(const httplib::Result& res, std::string_view what, Millis timeout) {
+  if (!res) {
+    return {false, 0, fmt::format("{}: no answer within {} ms ({})", what, timeout.count(), httplib::to_string(res.error()))};
+  }
+  if (res->status == 200) return {true, 200, ""};
+  return {false, res->status, fmt::format("{}: HTTP {} {}", what, res->status, snippet(res->body))};
+}
+
+}  // namespace
+
+CheckResult HttpEngineProber::health(const EngineEndpoint& ep, Millis timeout) {
+  httplib::Client client(ep.host, ep.port);
+  configure(client, timeout);
+  return from(client.Get("/health"), "GET /health", timeout);
+}
+
+CheckResult HttpEngineProber::deep(const EngineEndpoint& ep, Millis timeout) {
+  httplib::Client client(ep.host, ep.port);
+  configure(client, timeout);
+  auto res = client.Get("/slots", auth(ep));
+  if (res && (res->status == 404 || res->status == 501)) return completion(ep, timeout);
+  return from(res, "GET /slots", timeout);
+}
+
+CheckResult HttpEngineProber::completion(const EngineEndpoint& ep, Millis timeout) {
+  httplib::Client client(ep.host, ep.port);
+  configure(client, timeout);
+  const nlohmann::json body = {{"prompt", "Hello"}, {"max_tokens", 1}, {"temperature", 0}, {"stream", false}};
+  auto res = client.Post("/v1/completions", auth(ep), body.dump(), "application/json");
+  CheckResult r = from(res, "1-token completion", timeout);
+  if (!r.ok) return r;
+  const auto reply = nlohmann::json::parse(res->body, nullptr, false);
+  if (reply.is_discarded() || !reply.is_object() || !reply.contains("choices") || !reply["choices"].is_array() ||
+      reply["choices"].empty()) {
+    return {false, res->status, "1-token completion: the answer has no choices: " + snippet(res->body)};
+  }
+  return r;
+}
+
+}  // namespace kvgate::engine
