@@ -1,0 +1,79 @@
+#include "gateway/e2e_support.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "engine/pinned.h"
+
+namespace kvgate::gateway::testing {
+
+std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
+  auto server_bin = engine::resolve_server();
+  if (!server_bin) throw std::runtime_error(server_bin.error().message());
+  auto vocab_path = engine::vocab_file("qwen2");
+  if (!vocab_path) throw std::runtime_error(vocab_path.error().message());
+  auto vocab = gguf::File::open(*vocab_path);
+  if (!vocab) throw std::runtime_error(vocab.error().message());
+  static int counter = 0;
+  std::unique_ptr<Engine> e(new Engine());
+  e->model_ = std::filesystem::temp_directory_path() /
+              fmt::format("kvgate_gw_{}_{}_{}.gguf", options.spec.arch, ::getpid(), counter++);
+  auto written = gguf::synthesize(options.spec, &*vocab, e->model_);
+  if (!written) throw std::runtime_error(written.error().message());
+  e->api_key = options.engine_api_key;
+  std::vector<std::string> args = {"-m", e->model_.string(), "-t", "2", "--api-key", e->api_key};
+  args.insert(args.end(), options.args.begin(), options.args.end());
+  auto proc = engine::ServerProcess::start({.binary = *server_bin, .args = args});
+  if (!proc) throw std::runtime_error(proc.error().message());
+  e->process_ = std::move(*proc);
+  if (auto ready = e->process_->wait_ready(std::chrono::seconds(60)); !ready) {
+    throw std::runtime_error(ready.error().message());
+  }
+  return e;
+}
+
+Engine::~Engine() {
+  if (process_) process_->stop();
+  std::error_code ec;
+  std::filesystem::remove(model_, ec);
+}
+
+EngineEndpoint Engine::endpoint() const {
+  return {.host = process_->host(), .port = process_->port(), .api_key = api_key, .available = true, .state = "ready"};
+}
+
+Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http) {
+  gateway_ = std::make_unique<Gateway>(std::move(options), std::make_shared<HttpUpstream>(std::move(provider)));
+  http.port = 0;
+  Gateway* g = gateway_.get();
+  server_ = std::make_unique<HttpServer>(http, [g](const HttpRequest& r, ResponseWriter& w) { g->handle(r, w); });
+  if (auto st = server_->start(); !st) throw std::runtime_error(st.error().message());
+}
+
+Front::~Front() { server_->stop(); }
+
+httplib::Client Front::client() const {
+  httplib::Client c("127.0.0.1", server_->port());
+  c.set_read_timeout(std::chrono::seconds(120));
+  return c;
+}
+
+JsonAnswer post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body,
+                     const httplib::Headers& headers) {
+  JsonAnswer a;
+  auto res = client.Post(path.c_str(), headers, body.dump(), "application/json");
+  if (!res) return a;
+  a.status = res->status;
+  a.raw = res->body;
+  a.headers = res->headers;
+  a.body = nlohmann::json::parse(res->body, nullptr, false);
+  if (a.body.is_discarded()) a.body = nullptr;
+  return a;
+}
+
+nlohmann::json plain_chat(nlohmann::json messages, int max_tokens) {
+  return {{"messages", std::move(messages)}, {"max_tokens", max_tokens}, {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+}
+
+}  // namespace kvgate::gateway::testing

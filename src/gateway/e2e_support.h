@@ -1,0 +1,69 @@
+// Test support for end-to-end gateway tests: the real pinned llama-server on a synthesized
+// model, with a Gateway and its HttpServer in front, all on free loopback ports.
+#pragma once
+
+#include <httplib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/server_process.h"
+#include "gateway/gateway.h"
+#include "gateway/http_server.h"
+#include "gguf/synth.h"
+
+namespace kvgate::gateway::testing {
+
+struct EngineOptions {
+  gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
+  std::vector<std::string> args = {"-c", "8192", "-np", "1"};
+  std::string engine_api_key = "engine-secret";
+};
+
+// The engine (ServerProcess) + the model file it serves; stopped and removed on destruction.
+class Engine {
+ public:
+  static std::unique_ptr<Engine> start(const EngineOptions& options);
+  ~Engine();
+  engine::ServerProcess& process() { return *process_; }
+  EngineEndpoint endpoint() const;
+  const std::filesystem::path& model() const { return model_; }
+  std::string api_key;
+
+ private:
+  std::filesystem::path model_;
+  std::unique_ptr<engine::ServerProcess> process_;
+};
+
+// A Gateway + HttpServer in front of an endpoint provider.
+class Front {
+ public:
+  Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http = {});
+  ~Front();
+  uint16_t port() const { return server_->port(); }
+  Gateway& gateway() { return *gateway_; }
+  httplib::Client client() const;
+
+ private:
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// POST JSON; returns status and parsed body (null when not JSON).
+struct JsonAnswer {
+  int status = 0;
+  nlohmann::json body;
+  std::string raw;
+  httplib::Headers headers;
+};
+JsonAnswer post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body,
+                     const httplib::Headers& headers = {});
+
+// A chat body that makes the random-weight model answer with plain lowercase words.
+nlohmann::json plain_chat(nlohmann::json messages, int max_tokens = 8);
+
+}  // namespace kvgate::gateway::testing

@@ -1,0 +1,371 @@
+#include "gateway/gateway.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "gateway/chat_request.h"
+#include "gateway/reply.h"
+#include "gateway/sse.h"
+#include "gateway/stream_relay.h"
+#include "util/log.h"
+
+namespace kvgate::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Compare over the longer length so timing does not reveal the key's length either.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const auto x = static_cast<unsigned char>(i < a.size() ? a[i] : 0);
+    const auto y = static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+    diff = static_cast<unsigned char>(diff | (x ^ y));
+  }
+  return diff == 0;
+}
+
+const HeaderList kJson = {{"Content-Type", "application/json"}};
+
+}  // namespace
+
+Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
+    : options_(std::move(options)),
+      upstream_(std::move(upstream)),
+      sessions_(options_.max_sessions),
+      slots_(options_.slots),
+      tokens_(*upstream_),
+      prefill_ms_per_token_(options_.initial_prefill_ms_per_token) {}
+
+Gateway::~Gateway() = default;
+
+void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
+  struct Entry {
+    const char* method;
+    const char* path;
+    bool prefix;
+    bool needs_key;
+    Route route;
+  };
+  static constexpr Entry kRoutes[] = {
+      {"POST", "/v1/chat/completions", false, true, &Gateway::chat},
+      {"POST", "/chat/completions", false, true, &Gateway::chat},
+      {"POST", "/v1/completions", false, true, &Gateway::completions},
+      {"GET", "/v1/models", false, true, &Gateway::passthrough},
+      {"GET", "/health", false, false, &Gateway::health},
+      {"GET", "/v1/health", false, false, &Gateway::health},
+      {"GET", "/metrics", false, true, &Gateway::prometheus},
+      {"GET", "/kvgate/v1/status", false, true, &Gateway::status},
+      {"GET", "/kvgate/v1/sessions", true, true, &Gateway::list_sessions},
+      {"POST", "/tokenize", false, true, &Gateway::passthrough},
+      {"POST", "/detokenize", false, true, &Gateway::passthrough},
+      {"POST", "/apply-template", false, true, &Gateway::passthrough},
+      {"GET", "/props", false, true, &Gateway::passthrough},
+      {"GET", "/slots", false, true, &Gateway::passthrough},
+  };
+  try {
+    bool path_known = false;
+    for (const auto& r : kRoutes) {
+      const bool match = r.prefix ? request.path.rfind(r.path, 0) == 0 : request.path == r.path;
+      if (!match) continue;
+      path_known = true;
+      if (request.method != r.method) continue;
+      if (r.needs_key && !authorised(request)) {
+        send_error(writer, unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'"));
+        return;
+      }
+      (this->*r.route)(request, writer);
+      return;
+    }
+    if (!authorised(request)) {
+      send_error(writer, unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'"));
+    } else if (path_known) {
+      send_error(writer, method_not_allowed(fmt::format("{} is not allowed on {}", request.method, request.path)));
+    } else {
+      send_error(writer, not_found(fmt::format("no route for {} {}", request.method, request.path)));
+    }
+  } catch (const std::exception& e) {
+    util::log_event(util::LogLevel::kError, "internal_error", {{"path", request.path}, {"what", e.what()}});
+    if (!writer.answered()) send_error(writer, internal_error(std::string("internal error: ") + e.what()));
+  }
+}
+
+bool Gateway::authorised(const HttpRequest& request) const {
+  if (options_.api_key.empty()) return true;
+  if (auto auth = request.header("authorization")) {
+    std::string_view v = *auth;
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) {
+      return constant_time_equal(v.substr(7), options_.api_key);
+    }
+  }
+  if (auto key = request.header("x-api-key")) return constant_time_equal(*key, options_.api_key);
+  return false;
+}
+
+void Gateway::send_error(ResponseWriter& writer, const ApiError& error) {
+  HeaderList headers = kJson;
+  if (error.retry_after_s) headers.emplace_back("Retry-After", std::to_string(*error.retry_after_s));
+  writer.send(error.status, headers, error.body());
+}
+
+void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
+  writer.send(status, kJson, body.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::optional<ApiError> Gateway::wait_for_engine(ResponseWriter& writer) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.wait_for_engine;
+  for (;;) {
+    EngineEndpoint ep = upstream_->endpoint();
+    if (ep.available) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline || writer.client_gone()) {
+      return unavailable(fmt::format("the engine is not available ({}); retry shortly", ep.state), ep.retry_after_s);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
+  switch (e.kind) {
+    case UpstreamFailure::kUnavailable:
+    case UpstreamFailure::kConnect:
+      return unavailable(e.message, e.retry_after_s > 0 ? e.retry_after_s : 2);
+    case UpstreamFailure::kTimeout:
+      return gateway_timeout(e.message);
+    case UpstreamFailure::kCancelled:
+      return {.status = 499, .type = "server_error", .message = e.message, .code = "client_closed_request"};
+    case UpstreamFailure::kBroken:
+      break;
+  }
+  return bad_gateway(e.message);
+}
+
+ApiError Gateway::from_engine_answer(int status, const std::string& body) const {
+  ApiError e;
+  e.status = status >= 400 ? status : 502;
+  e.type = status >= 500 ? "server_error" : "invalid_request_error";
+  auto j = json::parse(body, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
+    const json& err = j["error"];
+    if (err.is_object()) {
+      e.message = err.value("message", std::string("the engine reported an error"));
+      if (err.contains("type") && err["type"].is_string()) e.type = err["type"].get<std::string>();
+      for (auto& [k, v] : err.items()) {
+        if (k != "message" && k != "type" && k != "code" && k != "param") e.extra[k] = v;
+      }
+      if (err.contains("code") && err["code"].is_string()) e.code = err["code"].get<std::string>();
+      return e;
+    }
+    if (err.is_string()) {
+      e.message = err.get<std::string>();
+      return e;
+    }
+  }
+  std::string text = body.substr(0, 500);
+  e.message = fmt::format("the engine answered HTTP {}{}{}", status, text.empty() ? "" : ": ", text);
+  e.code = "upstream_error";
+  return e;
+}
+
+std::chrono::milliseconds Gateway::upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const {
+  // Expected prefill with a 3x margin, plus room for generation when waiting for the whole
+  // answer; never below the configured minimum.
+  const double prefill_ms = static_cast<double>(prompt_tokens) * prefill_ms_per_token_.load() * 3.0;
+  const double total_ms = prefill_ms + (whole_answer ? 600000.0 : 0.0);
+  const auto floor = std::chrono::duration_cast<std::chrono::milliseconds>(options_.min_upstream_timeout);
+  return std::max(floor, std::chrono::milliseconds(static_cast<int64_t>(total_ms)));
+}
+
+void Gateway::learn_prefill_speed(double ms_per_token, uint64_t tokens) {
+  if (ms_per_token <= 0 || tokens < 64) return;
+  const double old = prefill_ms_per_token_.load();
+  prefill_ms_per_token_.store(old * 0.7 + ms_per_token * 0.3);
+}
+
+void Gateway::on_engine_restart() { ++engine_generation_; }
+
+void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  json body;
+  if (auto e = parse_json_body(request.body, body)) return send_error(writer, *e);
+  if (!body.is_object()) return send_error(writer, bad_request("request body must be a JSON object"));
+  if (!body.contains("prompt")) return send_error(writer, bad_request("prompt is required", "prompt", "missing_field"));
+  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
+  RequestRecord rec{.route = "completions", .stream = body.value("stream", false) == true};
+  CancelScope cancel;
+  if (!rec.stream) {
+    std::atomic<bool> done{false};
+    std::thread watcher([&] {
+      while (!done.load()) {
+        if (writer.client_gone()) {
+          cancel.cancel();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    auto res = upstream_->call("POST", "/v1/completions", body.dump(), upstream_timeout(0, true), &cancel);
+    done = true;
+    watcher.join();
+    if (auto* err = std::get_if<UpstreamError>(&res)) {
+      auto e = from_upstream_error(*err);
+      rec.status = e.status;
+      rec.error_kind = e.code.value_or("upstream");
+      if (err->kind != UpstreamFailure::kCancelled) send_error(writer, e);
+    } else {
+      auto& r = std::get<UpstreamResponse>(res);
+      rec.status = r.status;
+      if (r.status == 200) {
+        Usage u = usage_from(json::parse(r.body, nullptr, false));
+        rec.prompt_tokens = u.prompt_tokens;
+        rec.cached_tokens = u.cached_tokens;
+        rec.prefilled_tokens = u.prefilled_tokens;
+        rec.completion_tokens = u.completion_tokens;
+        writer.send(200, kJson, r.body);
+      } else {
+        send_error(writer, from_engine_answer(r.status, r.body));
+      }
+    }
+  } else {
+    StreamRelay relay(writer, cancel, options_.stream_head_grace, options_.keepalive);
+    SseParser parser;
+    std::string error_body;
+    int status = 0;
+    auto res = upstream_->stream(
+        "/v1/completions", body.dump(),
+        {.on_start = [&](int s, const std::string&) { status = s; return true; },
+         .on_data = [&](std::string_view data) {
+           if (status != 200) {
+             error_body.append(data);
+             return error_body.size() < (1 << 20);
+           }
+           for (const auto& ev : parser.feed(data)) {
+             if (!ev.comment_only) {
+               auto chunk = json::parse(ev.data, nullptr, false);
+               Usage u = usage_from(chunk);
+               if (u.known) {
+                 rec.prompt_tokens = u.prompt_tokens;
+                 rec.cached_tokens = u.cached_tokens;
+                 rec.prefilled_tokens = u.prefilled_tokens;
+                 rec.completion_tokens = u.completion_tokens;
+               }
+             }
+             if (!relay.write(ev.raw)) return false;
+           }
+           return true;
+         }},
+        upstream_timeout(0, false), &cancel);
+    rec.status = status;
+    if (auto* err = std::get_if<UpstreamError>(&res)) {
+      auto e = from_upstream_error(*err);
+      rec.error_kind = e.code.value_or("upstream");
+      if (err->kind != UpstreamFailure::kCancelled) {
+        if (relay.started()) {
+          relay.write("data: " + e.to_json().dump() + "\n\n");
+        } else {
+          relay.finish();
+          send_error(writer, e);
+        }
+      }
+    } else if (status != 200) {
+      auto e = from_engine_answer(status, error_body);
+      if (relay.started()) {
+        relay.write("data: " + e.to_json().dump() + "\n\n");
+      } else {
+        relay.finish();
+        send_error(writer, e);
+      }
+    }
+    relay.finish();
+  }
+  rec.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.record(rec);
+}
+
+void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
+  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
+  std::string path = request.path;
+  if (!request.query.empty()) path += "?" + request.query;
+  auto res = upstream_->call(request.method, path, request.body, std::chrono::seconds(120));
+  RequestRecord rec{.route = "passthrough"};
+  if (auto* err = std::get_if<UpstreamError>(&res)) {
+    auto e = from_upstream_error(*err);
+    rec.status = e.status;
+    rec.error_kind = e.code.value_or("upstream");
+    send_error(writer, e);
+  } else {
+    auto& r = std::get<UpstreamResponse>(res);
+    rec.status = r.status;
+    if (r.status >= 400) {
+      send_error(writer, from_engine_answer(r.status, r.body));
+    } else {
+      writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}}, r.body);
+    }
+  }
+  metrics_.record(rec);
+}
+
+void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
+  EngineEndpoint ep = upstream_->endpoint();
+  json body = {{"status", ep.available ? "ok" : "unavailable"},
+               {"gateway", "ok"},
+               {"engine", {{"state", ep.state}, {"available", ep.available}}}};
+  HeaderList headers = kJson;
+  if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
+  writer.send(ep.available ? 200 : 503, headers, body.dump());
+}
+
+void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {
+  std::string text = metrics_.prometheus([this](std::string& out) {
+    EngineEndpoint ep = upstream_->endpoint();
+    out += "# TYPE kvgate_engine_available gauge\n";
+    out += fmt::format("kvgate_engine_available{{state=\"{}\"}} {}\n", ep.state, ep.available ? 1 : 0);
+    out += "# TYPE kvgate_sessions gauge\n";
+    out += fmt::format("kvgate_sessions {}\n", sessions_.size());
+    out += "# TYPE kvgate_sessions_evicted_total counter\n";
+    out += fmt::format("kvgate_sessions_evicted_total {}\n", sessions_.evictions());
+    const auto ts = tokens_.stats();
+    out += "# TYPE kvgate_token_accounting_pieces_tokenized_total counter\n";
+    out += fmt::format("kvgate_token_accounting_pieces_tokenized_total {}\n", ts.pieces_tokenized);
+    out += "# TYPE kvgate_token_accounting_mismatches_total counter\n";
+    out += fmt::format("kvgate_token_accounting_mismatches_total {}\n", ts.mismatches);
+  });
+  writer.send(200, {{"Content-Type", "text/plain; version=0.0.4"}}, text);
+}
+
+void Gateway::status(const HttpRequest&, ResponseWriter& writer) {
+  EngineEndpoint ep = upstream_->endpoint();
+  const auto ts = tokens_.stats();
+  json body = {{"engine", {{"state", ep.state}, {"available", ep.available}, {"port", ep.port}}},
+               {"sessions", sessions_.size()},
+               {"slots", slots_.to_json()},
+               {"prefill_ms_per_token", prefill_ms_per_token_.load()},
+               {"token_accounting",
+                {{"counts", ts.counts},
+                 {"pieces_tokenized", ts.pieces_tokenized},
+                 {"chars_tokenized", ts.chars_tokenized},
+                 {"cache_hits", ts.cache_hits},
+                 {"mismatches", ts.mismatches},
+                 {"engine_offset", tokens_.offset()}}},
+               {"metrics", metrics_.to_json()}};
+  send_json(writer, 200, body);
+}
+
+void Gateway::list_sessions(const HttpRequest& request, ResponseWriter& writer) {
+  const std::string prefix = "/kvgate/v1/sessions";
+  std::string rest = request.path.substr(prefix.size());
+  if (rest.empty() || rest == "/") {
+    json list = json::array();
+    for (const auto& s : sessions_.list()) list.push_back(s->to_json());
+    return send_json(writer, 200, {{"object", "list"}, {"data", list}});
+  }
+  const std::string id = rest.substr(1);
+  auto s = sessions_.get(id);
+  if (!s) return send_error(writer, not_found(fmt::format("no session '{}'", id)));
+  send_json(writer, 200, s->to_json());
+}
+
+}  // namespace kvgate::gateway

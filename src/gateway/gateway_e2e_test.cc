@@ -1,0 +1,245 @@
+// End to end through kvgate's gateway to the real pinned llama-server.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gateway/e2e_support.h"
+#include "gateway/sse.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+using testing::Engine;
+using testing::Front;
+using testing::plain_chat;
+using testing::post_json;
+
+class GatewayE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_ = Engine::start({.args = {"-c", "8192", "-np", "2"}}).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+  std::unique_ptr<Front> front(GatewayOptions o = {}, HttpServerOptions http = {}) {
+    o.slots = 2;
+    return std::make_unique<Front>([] { return engine_->endpoint(); }, o, http);
+  }
+  static Engine* engine_;
+};
+Engine* GatewayE2eTest::engine_ = nullptr;
+
+json convo(const std::string& first) {
+  return json::array({{{"role", "system"}, {"content", "You are terse. Current time: 2026-11-29 10:00:00"}},
+                      {{"role", "user"}, {"content", first}}});
+}
+
+TEST_F(GatewayE2eTest, NonStreamAnswerAndSecondTurnServedFromCache) {
+  auto f = front();
+  auto c = f->client();
+  json messages = convo("Tell me about the sea and the mountains and the rivers of the north, in detail please.");
+  auto a1 = post_json(c, "/v1/chat/completions", plain_chat(messages));
+  ASSERT_EQ(a1.status, 200) << a1.raw;
+  ASSERT_TRUE(a1.body["choices"][0]["message"]["content"].is_string());
+  const uint64_t p1 = a1.body["usage"]["prompt_tokens"];
+
+  // Turn 2: the client sends the history back, with its clock line updated.
+  messages[0]["content"] = "You are terse. Current time: 2026-11-29 10:01:13";
+  messages.push_back(a1.body["choices"][0]["message"]);
+  messages.push_back({{"role", "user"}, {"content", "And the lakes?"}});
+  auto a2 = post_json(c, "/v1/chat/completions", plain_chat(messages));
+  ASSERT_EQ(a2.status, 200) << a2.raw;
+  const uint64_t cached = a2.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  // The clock line changed, so the system prompt differs after "Current time: ..."; what
+  // comes before it is still reused (and the session is recognised).
+  EXPECT_GT(cached, 0U);
+  auto sessions = c.Get("/kvgate/v1/sessions");
+  ASSERT_TRUE(sessions);
+  auto list = json::parse(sessions->body)["data"];
+  bool found = false;
+  for (const auto& s : list) {
+    if (s["requests"] == 2 && s["recognised_by"] == "prefix") found = true;
+  }
+  EXPECT_TRUE(found) << list.dump(2);
+  EXPECT_GT(p1, 10U);
+}
+
+TEST_F(GatewayE2eTest, IdenticalPrefixIsServedFromCache) {
+  auto f = front();
+  auto c = f->client();
+  json messages = convo("Describe the history of bridges, roads and canals in great detail.");
+  auto a1 = post_json(c, "/v1/chat/completions", plain_chat(messages));
+  ASSERT_EQ(a1.status, 200) << a1.raw;
+  messages.push_back(a1.body["choices"][0]["message"]);
+  messages.push_back({{"role", "user"}, {"content", "Go on."}});
+  auto a2 = post_json(c, "/v1/chat/completions", plain_chat(messages));
+  ASSERT_EQ(a2.status, 200) << a2.raw;
+  const uint64_t prompt2 = a2.body["usage"]["prompt_tokens"];
+  const uint64_t cached2 = a2.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  const uint64_t prompt1 = a1.body["usage"]["prompt_tokens"];
+  EXPECT_GE(cached2, prompt1) << "turn 2 should reuse all of turn 1's prompt";
+  EXPECT_LT(prompt2 - cached2, prompt2 / 2);
+}
+
+TEST_F(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {
+  auto f = front();
+  auto c = f->client();
+  for (bool include_usage : {false, true}) {
+    json body = plain_chat(convo("Stream a few words."), 12);
+    body["stream"] = true;
+    if (include_usage) body["stream_options"] = {{"include_usage", true}};
+    std::string raw;
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+    EXPECT_EQ(res->get_header_value("X-Accel-Buffering"), "no");
+    SseParser p;
+    auto events = p.feed(res->body);
+    ASSERT_GE(events.size(), 3U) << res->body;
+    EXPECT_TRUE(events.back().is_done());
+    bool usage_chunk = false;
+    std::string text;
+    for (const auto& ev : events) {
+      if (ev.comment_only || ev.is_done()) continue;
+      auto j = json::parse(ev.data);
+      EXPECT_FALSE(j.contains("prompt_progress")) << "progress must not reach the client as data";
+      if (j.contains("usage") && j["choices"].empty()) usage_chunk = true;
+      for (const auto& ch : j["choices"]) {
+        if (ch["delta"].contains("content") && ch["delta"]["content"].is_string()) text += ch["delta"]["content"];
+      }
+    }
+    EXPECT_EQ(usage_chunk, include_usage);
+    EXPECT_FALSE(text.empty());
+  }
+}
+
+TEST_F(GatewayE2eTest, BadInputGetsOpenAiErrors) {
+  HttpServerOptions http;
+  http.max_body_bytes = 4096;
+  auto f = front({}, http);
+  auto c = f->client();
+  auto bad_json = c.Post("/v1/chat/completions", "{\"messages\": [", "application/json");
+  ASSERT_TRUE(bad_json);
+  EXPECT_EQ(bad_json->status, 400);
+  auto j = json::parse(bad_json->body);
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["code"], "invalid_json");
+
+  auto missing = post_json(c, "/v1/chat/completions", {{"model", "x"}});
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_EQ(missing.body["error"]["param"], "messages");
+
+  auto wrong = post_json(c, "/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
+  EXPECT_EQ(wrong.status, 400);
+  EXPECT_EQ(wrong.body["error"]["param"], "messages[0].content");
+
+  auto big = post_json(c, "/v1/chat/completions", plain_chat(convo(std::string(10000, 'x'))));
+  EXPECT_EQ(big.status, 413);
+  EXPECT_TRUE(big.body.contains("error"));
+
+  auto nope = c.Get("/v1/nothing");
+  ASSERT_TRUE(nope);
+  EXPECT_EQ(nope->status, 404);
+  EXPECT_EQ(json::parse(nope->body)["error"]["type"], "not_found_error");
+
+  auto method = c.Get("/v1/chat/completions");
+  ASSERT_TRUE(method);
+  EXPECT_EQ(method->status, 405);
+
+  // The engine's own validation errors come back in the same format, with its message.
+  json bad_param = plain_chat(convo("x"));
+  bad_param["chat_template_kwargs"] = {{"enable_thinking", "yes"}};
+  bad_param["kvgate"] = {{"thinking", true}};  // so the policy does not overwrite the value
+  bad_param.erase("kvgate");
+  auto engine_err = post_json(c, "/v1/chat/completions", {{"messages", convo("x")}, {"max_tokens", "lots"}});
+  EXPECT_EQ(engine_err.status, 400);
+}
+
+TEST_F(GatewayE2eTest, ApiKeyIsEnforced) {
+  auto f = front({.api_key = "sekrit"});
+  auto c = f->client();
+  auto no_key = post_json(c, "/v1/chat/completions", plain_chat(convo("hi")));
+  EXPECT_EQ(no_key.status, 401);
+  EXPECT_EQ(no_key.body["error"]["type"], "authentication_error");
+  auto wrong = post_json(c, "/v1/chat/completions", plain_chat(convo("hi")), {{"Authorization", "Bearer sekriT"}});
+  EXPECT_EQ(wrong.status, 401);
+  auto right = post_json(c, "/v1/chat/completions", plain_chat(convo("hi")), {{"Authorization", "Bearer sekrit"}});
+  EXPECT_EQ(right.status, 200) << right.raw;
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
+  auto health = c.Get("/health");  // public
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
+  auto f = front();
+  // A long generation, streamed; the client reads the first bytes and leaves.
+  json body = {{"messages", convo("Write a very long story.")}, {"max_tokens", 4000}, {"stream", true},
+               {"ignore_eos", true}, {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+  std::atomic<int> chunks{0};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 5; };
+  httplib::Client c2 = f->client();
+  c2.send(req);  // returns once we stop reading (connection closed by us)
+  EXPECT_GE(chunks.load(), 5);
+  // The engine must stop generating soon after: its slots go idle.
+  httplib::Client engine("127.0.0.1", engine_->process().port());
+  engine.set_bearer_token_auth(engine_->api_key.c_str());
+  bool idle = false;
+  for (int i = 0; i < 50 && !idle; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto slots = engine.Get("/slots");
+    if (!slots || slots->status != 200) continue;
+    idle = true;
+    for (const auto& s : json::parse(slots->body)) idle = idle && !s["is_processing"].get<bool>();
+  }
+  EXPECT_TRUE(idle) << "the engine kept generating for a client that left";
+}
+
+TEST_F(GatewayE2eTest, MetricsAndStatus) {
+  auto f = front();
+  auto c = f->client();
+  ASSERT_EQ(post_json(c, "/v1/chat/completions", plain_chat(convo("count me"))).status, 200);
+  auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(m->body.find("kvgate_requests_total{route=\"chat\",status=\"200\",stream=\"false\"} 1"), std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("kvgate_prompt_tokens_total"), std::string::npos);
+  EXPECT_NE(m->body.find("kvgate_ttft_seconds_bucket"), std::string::npos);
+  auto s = c.Get("/kvgate/v1/status");
+  ASSERT_TRUE(s);
+  auto j = json::parse(s->body);
+  EXPECT_EQ(j["slots"].size(), 2U);
+  EXPECT_GE(j["token_accounting"]["counts"].get<int>(), 1);
+  // Exact accounting: the counter agreed with the engine (no mismatches after calibration).
+  EXPECT_EQ(j["token_accounting"]["mismatches"], 0);
+}
+
+TEST_F(GatewayE2eTest, PassThroughEndpoints) {
+  auto f = front();
+  auto c = f->client();
+  auto tok = post_json(c, "/tokenize", {{"content", "hello world"}});
+  EXPECT_EQ(tok.status, 200);
+  EXPECT_TRUE(tok.body["tokens"].is_array());
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  auto props = c.Get("/props");
+  ASSERT_TRUE(props);
+  EXPECT_EQ(props->status, 200);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

@@ -1,0 +1,62 @@
+// ReplyAccumulator: rebuilds the assistant message and the request's cost from the chunks of
+// a streamed chat completion (or takes them from a complete response).
+//
+// Streamed chunks carry deltas: content and reasoning_content pieces, tool_calls pieces by
+// index (id and name once, arguments in pieces), finish_reason, and at the end usage and
+// (llama.cpp) timings. The result is what the client saw, used to extend the session's
+// chain, and the token figures for metrics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::gateway {
+
+struct Usage {
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  uint64_t prefilled_tokens = 0;
+  uint64_t completion_tokens = 0;
+  double prompt_ms = -1;
+  double prompt_per_token_ms = -1;
+  double predicted_per_second = -1;
+  bool known = false;
+};
+
+// Reads usage + timings of a response or final chunk (mainline: timings.cache_n/prompt_n;
+// ik: usage.prompt_tokens_details.cached_tokens).
+Usage usage_from(const nlohmann::json& body);
+
+class ReplyAccumulator {
+ public:
+  // One parsed chunk (`data:` payload).
+  void add_chunk(const nlohmann::json& chunk);
+  // A complete (non-streamed) response.
+  void set_response(const nlohmann::json& response);
+
+  nlohmann::json message() const;  // {"role":"assistant","content":...,"tool_calls":[...]}
+  bool has_output() const { return has_output_; }
+  const std::string& content() const { return content_; }
+  const std::string& reasoning() const { return reasoning_; }
+  const std::string& finish_reason() const { return finish_reason_; }
+  const Usage& usage() const { return usage_; }
+  std::optional<nlohmann::json> error() const { return error_; }
+
+ private:
+  struct Call {
+    std::string id, name, arguments;
+  };
+  std::string content_;
+  std::string reasoning_;
+  std::map<int64_t, Call> calls_;
+  std::string finish_reason_;
+  Usage usage_;
+  std::optional<nlohmann::json> error_;
+  bool has_output_ = false;
+};
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,99 @@
+#include "gateway/stream_relay.h"
+
+namespace kvgate::gateway {
+
+namespace {
+const HeaderList kSseHeaders = {{"Content-Type", "text/event-stream"},
+                                {"Cache-Control", "no-cache"},
+                                {"X-Accel-Buffering", "no"}};
+}  // namespace
+
+StreamRelay::StreamRelay(ResponseWriter& writer, CancelScope& cancel, std::chrono::milliseconds head_grace,
+                         std::chrono::milliseconds keepalive)
+    : writer_(writer), cancel_(cancel), head_grace_(head_grace), keepalive_(keepalive) {
+  ticker_ = std::thread([this] { tick(); });
+}
+
+StreamRelay::~StreamRelay() { finish(); }
+
+bool StreamRelay::begin_locked() {
+  if (started_) return !gone_;
+  started_ = true;
+  last_write_ = std::chrono::steady_clock::now();
+  if (!writer_.begin_stream(200, kSseHeaders)) gone_ = true;
+  return !gone_;
+}
+
+bool StreamRelay::begin() {
+  std::lock_guard lock(mu_);
+  return begin_locked();
+}
+
+bool StreamRelay::started() {
+  std::lock_guard lock(mu_);
+  return started_;
+}
+
+bool StreamRelay::write(std::string_view event) {
+  std::lock_guard lock(mu_);
+  if (finished_ || !begin_locked()) return false;
+  if (!writer_.write(event)) {
+    gone_ = true;
+    cancel_.cancel();
+    return false;
+  }
+  last_write_ = std::chrono::steady_clock::now();
+  return true;
+}
+
+void StreamRelay::set_progress(std::string text) {
+  std::lock_guard lock(mu_);
+  progress_ = std::move(text);
+}
+
+void StreamRelay::finish() {
+  {
+    std::lock_guard lock(mu_);
+    if (!finished_) {
+      finished_ = true;
+      if (started_ && !gone_) writer_.end();
+    }
+  }
+  cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+}
+
+void StreamRelay::tick() {
+  std::unique_lock lock(mu_);
+  while (!finished_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    if (finished_) break;
+    const auto now = std::chrono::steady_clock::now();
+    // The client left: stop the engine's work on this request.
+    if (writer_.client_gone()) {
+      gone_ = true;
+      cancel_.cancel();
+      break;
+    }
+    if (!started_ && now - created_ >= head_grace_) {
+      if (!begin_locked()) {
+        cancel_.cancel();
+        break;
+      }
+      const std::string hello = ": kvgate: waiting for the engine\n\n";
+      writer_.write(hello);
+      last_write_ = now;
+    }
+    if (started_ && now - last_write_ >= keepalive_) {
+      const std::string comment = ": " + (progress_.empty() ? std::string("keep-alive") : progress_) + "\n\n";
+      if (!writer_.write(comment)) {
+        gone_ = true;
+        cancel_.cancel();
+        break;
+      }
+      last_write_ = now;
+    }
+  }
+}
+
+}  // namespace kvgate::gateway
