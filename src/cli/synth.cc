@@ -7,6 +7,8 @@
 //   kvgate synth --default-model                            the built-in model of `kvgate up`
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -40,6 +42,7 @@ int run_synth(int argc, char** argv) {
   std::string type_name;
   std::string name;
   std::string ctx_train;
+  std::string chat_template;
   bool metadata_only = false;
   bool list_presets = false;
   bool default_model = false;
@@ -71,6 +74,9 @@ int run_synth(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed (default 1)");
   app.add_option("--name", name, "general.name");
   app.add_flag("--metadata-only", metadata_only, "header and tensor infos only, no data (for planning)");
+  app.add_option("--chat-template", chat_template,
+                 "chat template: a Jinja file, or 'vocab' to keep the vocabulary's own (default: kvgate's built-in "
+                 "qwen3-style template with tools and thinking)");
   app.add_option("--vocab", vocab, "tokenizer GGUF to copy (default: the release's ggml-vocab-qwen2.gguf)");
   app.add_option("--vocab-size", vocab_size,
                  "write no tokenizer, only this many embedding rows (readable and plannable; the engine cannot load it)");
@@ -129,6 +135,14 @@ int run_synth(int argc, char** argv) {
   set(spec.seed, seed);
   set(spec.n_vocab, vocab_size);
   if (!name.empty()) spec.name = name;
+  if (chat_template == "vocab") {
+    spec.chat_template = "";
+  } else if (!chat_template.empty()) {
+    std::ifstream in(chat_template);
+    if (!in) return fail(fmt::format("--chat-template: cannot read '{}'", chat_template), kExitUsage);
+    spec.chat_template = std::string(std::istreambuf_iterator<char>(in), {});
+    if (spec.chat_template->empty()) return fail(fmt::format("--chat-template: '{}' is empty", chat_template), kExitUsage);
+  }
   if (metadata_only) spec.metadata_only = true;
   if (!ctx_train.empty()) {
     auto n = util::parse_tokens(ctx_train);

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gguf/qwen3_style_template.h"
 #include "gguf/writer.h"
 
 namespace kvgate::gguf {
@@ -282,6 +283,8 @@ TensorFill make_fill(const TensorPlan& p, const SynthSpec& s, GgmlType type) {
 
 }  // namespace
 
+std::string_view builtin_chat_template() { return kQwen3StyleTemplate; }
+
 std::vector<std::string_view> synth_architectures() { return {"llama", "qwen3", "qwen35", "gemma3"}; }
 
 Result<SynthSpec> synth_defaults(std::string_view arch) {
@@ -452,9 +455,14 @@ Result<SynthResult> synthesize(const SynthSpec& spec, const File* vocab, const s
                    "ggml-vocab-qwen2.gguf");
     }
     n_vocab = tokens->size();
+    const std::string_view chat_template =
+        spec.chat_template ? std::string_view(*spec.chat_template) : builtin_chat_template();
     for (const auto& kv : vocab->metadata()) {
-      if (kv.key.substr(0, 10) == "tokenizer.") KV_TRY(w.add_value(kv.key, kv.value));
+      if (kv.key.substr(0, 10) != "tokenizer.") continue;
+      if (kv.key == "tokenizer.chat_template" && !chat_template.empty()) continue;
+      KV_TRY(w.add_value(kv.key, kv.value));
     }
+    if (!chat_template.empty()) KV_TRY(w.add_string("tokenizer.chat_template", chat_template));
   }
   if (spec.metadata_only) KV_TRY(w.add_bool(kMetadataOnlyKey, true));
 

@@ -51,6 +51,10 @@ struct SynthSpec {
   GgmlType weight_type = GgmlType::F16;
   uint64_t seed = 1;
   bool metadata_only = false;
+  // Chat template written as tokenizer.chat_template: the built-in qwen3-style template
+  // (tools, <think> reasoning dropped before the last user turn, enable_thinking) unless
+  // another text is given; "" keeps the vocabulary file's own template.
+  std::optional<std::string> chat_template;
   // Token count used when no vocabulary file is given.
   uint32_t n_vocab = 151936;
 };
@@ -81,6 +85,9 @@ struct SynthResult {
   uint64_t tensor_bytes = 0;
   uint64_t n_params = 0;
 };
+
+// The built-in chat template (see src/gguf/templates/qwen3-style.jinja).
+std::string_view builtin_chat_template();
 
 // Writes the model. `vocab` supplies the tokenizer.* keys (and so the vocabulary size).
 // Without it the file has spec.n_vocab embedding rows and no tokenizer: readable, plannable,
