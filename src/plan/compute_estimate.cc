@@ -15,12 +15,10 @@ ComputeEstimate estimate_compute(const ModelDescriptor& m, const MemoryPlan& p, 
     if (c.role == CacheRole::kMain) main_cells = c.cells;
   }
 
-  // Gated attention (qwen3next / qwen35) projects Q together with its output gate.
-  const bool gated_q = m.arch == "qwen35" || m.arch == "qwen35moe" || m.arch == "qwen3next";
   uint64_t q_rows = 0, kv_rows = 0, n_head = 0, n_ff = 0;
   for (const auto& l : m.layers) {
     if (l.kv) {
-      q_rows = std::max<uint64_t>(q_rows, uint64_t{l.n_head} * l.k_len * (gated_q ? 2 : 1));
+      q_rows = std::max<uint64_t>(q_rows, uint64_t{l.n_head} * l.k_len);
       kv_rows = std::max<uint64_t>(kv_rows, uint64_t{l.n_head_kv} * (l.k_len + l.v_len));
       n_head = std::max<uint64_t>(n_head, l.n_head);
     }
@@ -39,13 +37,16 @@ ComputeEstimate estimate_compute(const ModelDescriptor& m, const MemoryPlan& p, 
   uint64_t state_copies = 0;
   if (p.recurrent) {
     const uint64_t conv = uint64_t{m.ssm_d_inner} + 2ULL * m.ssm_n_group * m.ssm_d_state;
-    rec_tok = 4 * (2 * n_embd + 4 * conv + 2 * uint64_t{m.ssm_d_inner});
+    rec_tok = 4 * (2 * n_embd + 3 * conv + 2 * uint64_t{m.ssm_d_inner});
     state_copies = 3 * 4 * uint64_t{p.recurrent->rows} * (m.n_embd_r + m.n_embd_s);
   }
 
   const uint64_t layer_phase = masks + t * std::max({attn_tok, ffn_tok, rec_tok}) + state_copies;
   const uint64_t outputs = p.fork == Fork::kMainline ? std::min<uint64_t>(t, p.n_seq_max) : t;
-  const uint64_t output_phase = 4 * uint64_t{m.n_vocab} * outputs + 8 * t * n_embd;
+  uint64_t output_phase = 4 * uint64_t{m.n_vocab} * outputs + 8 * t * n_embd;
+  // Hybrid graphs keep recurrent-state copies live above the masks, so the logits can only
+  // reuse the masks' memory when it is large enough to hold them (measured on the engine).
+  if (p.recurrent && masks < output_phase) output_phase += masks;
 
   ComputeEstimate e;
   e.graph = std::max(layer_phase, output_phase);

@@ -7,9 +7,10 @@
 //   attention phase  masks + T·4·(3·n_embd + 2·q_rows + n_head_kv·(k+v)) + 20·T
 //                    + without flash attention T·cells·n_head·4 (the KQ scores)
 //   FFN phase        masks + T·4·(4·n_embd + 3·n_ff)      (MoE: n_ff = used experts × expert size)
-//   recurrent phase  masks + T·4·(2·n_embd + 4·conv + 2·inner) + 3 × state copies
+//   recurrent phase  masks + T·4·(2·n_embd + 3·conv + 2·inner) + 3 × state copies
 //   output phase     4·n_vocab·outputs + 8·T·n_embd       (outputs: mainline caps them at the
-//                    slot count; ik and older builds reserve logits for all T tokens)
+//                    slot count; ik and older builds reserve logits for all T tokens);
+//                    hybrids add the masks when the logits do not fit in the masks' memory
 //   graph = the largest phase.
 // Calibrated against the pinned CPU engine over ubatch × context on the synthesized
 // architectures (within ±15%: src/engine/compute_e2e_test.cc); the published GPU figures of

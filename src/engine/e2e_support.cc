@@ -1,0 +1,57 @@
+#include "engine/e2e_support.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "engine/pinned.h"
+#include "engine/server_process.h"
+#include "gguf/file.h"
+
+namespace kvgate::engine::e2e {
+
+Result<TempModel> TempModel::synthesize(const gguf::SynthSpec& spec, const std::string& label) {
+  static std::atomic<int> counter{0};
+  KV_ASSIGN_OR_RETURN(auto vocab_path, vocab_file("qwen2"));
+  KV_ASSIGN_OR_RETURN(auto vocab, gguf::File::open(vocab_path));
+  auto path = std::filesystem::temp_directory_path() /
+              fmt::format("kvgate_e2e_{}_{}_{}.gguf", label, ::getpid(), counter.fetch_add(1));
+  KV_TRY(gguf::synthesize(spec, &vocab, path));
+  return TempModel(path);
+}
+
+TempModel::~TempModel() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
+}
+
+EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args) {
+  EngineRun run;
+  auto binary = resolve_server();
+  if (!binary) {
+    run.error = binary.error().message();
+    return run;
+  }
+  std::vector<std::string> argv = {"-m", model.string(), "-lv", "4", "-t", "2", "--no-warmup", "-fit", "off"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto server = ServerProcess::start({.binary = *binary, .args = argv});
+  if (!server) {
+    run.error = server.error().message();
+    return run;
+  }
+  auto ready = (*server)->wait_ready(std::chrono::seconds(60));
+  run.ready = ready.ok();
+  if (!ready.ok()) run.error = ready.error().message();
+  // The startup log is complete once /health answers; a graceful shutdown would only add
+  // the server's one-second polling interval to every run.
+  (*server)->signal(SIGKILL);
+  (*server)->stop(std::chrono::seconds(5));
+  run.lines = (*server)->log_lines();
+  return run;
+}
+
+}  // namespace kvgate::engine::e2e

@@ -1,0 +1,484 @@
+#include "engine/startup_log.h"
+
+#include <cctype>
+#include <charconv>
+#include <limits>
+
+namespace kvgate::engine {
+namespace {
+
+// A cursor over one line: every read checks what is left and fails without consuming.
+class Scan {
+ public:
+  explicit Scan(std::string_view s) : s_(s) {}
+
+  void ws() {
+    while (!s_.empty() && (s_.front() == ' ' || s_.front() == '\t')) s_.remove_prefix(1);
+  }
+  bool lit(std::string_view x) {
+    ws();
+    if (s_.substr(0, x.size()) != x) return false;
+    s_.remove_prefix(x.size());
+    return true;
+  }
+  std::optional<uint32_t> u32() {
+    ws();
+    uint64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
+    if (ec != std::errc() || v > std::numeric_limits<uint32_t>::max()) return std::nullopt;
+    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
+    return static_cast<uint32_t>(v);
+  }
+  std::optional<int32_t> i32() {
+    ws();
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
+    if (ec != std::errc() || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+      return std::nullopt;
+    }
+    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
+    return static_cast<int32_t>(v);
+  }
+  std::optional<double> num() {
+    ws();
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
+    if (ec != std::errc() || !(v >= 0) || v > 1e15) return std::nullopt;
+    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
+    return v;
+  }
+  // Text up to `stop` (not included); consumes the stop character.
+  std::optional<std::string_view> until(char stop) {
+    const size_t at = s_.find(stop);
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string_view out = s_.substr(0, at);
+    s_.remove_prefix(at + 1);
+    return out;
+  }
+  std::string_view word() {
+    ws();
+    size_t n = 0;
+    while (n < s_.size() && s_[n] != ' ' && s_[n] != '\t' && s_[n] != ',') ++n;
+    std::string_view out = s_.substr(0, n);
+    s_.remove_prefix(n);
+    return out;
+  }
+  std::string_view rest() const { return s_; }
+
+ private:
+  std::string_view s_;
+};
+
+bool contains(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Removes ANSI colour sequences (logs captured from a terminal).
+std::string strip_colours(std::string_view line) {
+  std::string out;
+  out.reserve(line.size());
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
+      i += 2;
+      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+      continue;
+    }
+    out.push_back(line[i]);
+  }
+  return out;
+}
+
+// Mainline's `M.SS.mmm.uuu L ` prefix: returns the level letter and strips it.
+char strip_prefix(std::string_view& line) {
+  size_t i = 0;
+  while (i < line.size() && (std::isdigit(static_cast<unsigned char>(line[i])) || line[i] == '.')) ++i;
+  if (i == 0 || i + 2 >= line.size() || line[i] != ' ' || line[i + 2] != ' ') return 0;
+  const char level = line[i + 1];
+  if (level != 'I' && level != 'W' && level != 'E' && level != 'D' && level != 'T') return 0;
+  line.remove_prefix(i + 3);
+  return level;
+}
+
+// "tag: body" with an identifier tag; empty tag when the line has no such prefix.
+std::pair<std::string_view, std::string_view> split_tag(std::string_view line) {
+  const size_t colon = line.find(": ");
+  if (colon == std::string_view::npos || colon == 0) return {{}, line};
+  const std::string_view tag = line.substr(0, colon);
+  for (char c : tag) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return {{}, line};
+  }
+  return {tag, line.substr(colon + 2)};
+}
+
+bool one_of(std::string_view s, std::initializer_list<std::string_view> list) {
+  for (auto x : list) {
+    if (s == x) return true;
+  }
+  return false;
+}
+
+bool is_context_tag(std::string_view tag) {
+  return one_of(tag, {"llama_context", "llama_init_from_model", "llama_new_context_with_model"});
+}
+
+bool is_kv_tag(std::string_view tag) {
+  return one_of(tag, {"llama_kv_cache", "llama_kv_cache_unified", "llama_kv_cache_init"});
+}
+
+std::optional<bool> parse_bool_word(std::string_view w) {
+  if (w == "true" || w == "1" || w == "enabled" || w == "on") return true;
+  if (w == "false" || w == "0" || w == "disabled" || w == "off") return false;
+  return std::nullopt;
+}
+
+// "(\d+ cells, \d+ layers, S[/T] seqs" shared by the KV and RS size lines.
+struct Shape {
+  uint32_t cells = 0;
+  uint32_t layers = 0;
+  uint32_t seqs = 0;
+  std::optional<uint32_t> streams;
+};
+
+std::optional<Shape> parse_shape(Scan& s) {
+  Shape sh;
+  auto cells = s.u32();
+  if (!cells || !s.lit("cells,")) return std::nullopt;
+  auto layers = s.u32();
+  if (!layers || !s.lit("layers,")) return std::nullopt;
+  auto seqs = s.u32();
+  if (!seqs) return std::nullopt;
+  if (s.lit("/")) {
+    auto streams = s.u32();
+    if (!streams) return std::nullopt;
+    sh.streams = streams;
+  }
+  if (!s.lit("seqs")) return std::nullopt;
+  sh.cells = *cells;
+  sh.layers = *layers;
+  sh.seqs = *seqs;
+  return sh;
+}
+
+// "X (type): N MiB"
+bool parse_typed(Scan& s, std::string_view label, std::string& type, double& mib) {
+  if (!s.lit(label) || !s.lit("(")) return false;
+  auto t = s.until(')');
+  if (!t || t->empty() || t->size() > 16) return false;
+  if (!s.lit(":")) return false;
+  auto v = s.num();
+  if (!v || !s.lit("MiB")) return false;
+  type = std::string(*t);
+  mib = *v;
+  return true;
+}
+
+// `key=value` pairs of an ik server line ("INFO [ init] new slot | tid=… n_ctx_slot=4096").
+std::optional<uint32_t> ik_field(std::string_view line, std::string_view key) {
+  const size_t bar = line.find('|');
+  if (bar == std::string_view::npos) return std::nullopt;
+  std::string_view rest = line.substr(bar + 1);
+  const std::string needle = " " + std::string(key) + "=";
+  const size_t at = rest.find(needle);
+  if (at == std::string_view::npos) return std::nullopt;
+  Scan s(rest.substr(at + needle.size()));
+  return s.u32();
+}
+
+}  // namespace
+
+bool StartupFacts::has_allocation_facts() const {
+  return n_ctx.has_value() || !kv_caches.empty() || kv_self.has_value() || recurrent.has_value() ||
+         !compute_buffers.empty() || !model_buffers.empty() || !kv_buffers.empty();
+}
+
+const KvCacheFact* StartupFacts::kv_cache(plan::CacheRole role) const {
+  for (const auto& c : kv_caches) {
+    if (c.role == role) return &c;
+  }
+  return nullptr;
+}
+
+void StartupLogParser::feed(std::string_view raw) {
+  StartupFacts& f = facts_;
+  ++f.lines;
+  if (raw.size() > 4096) raw = raw.substr(0, 4096);  // no startup line is this long
+  std::string cleaned;
+  if (raw.find('\x1b') != std::string_view::npos) {
+    cleaned = strip_colours(raw);
+    raw = cleaned;
+  }
+  std::string_view line = trim(raw);
+  if (line.empty()) return;
+  const char level = strip_prefix(line);
+  bool recognised = false;
+  auto mark_fork = [&](plan::Fork fork) {
+    if (!f.fork) f.fork = fork;
+    f.llama_markers = true;
+    recognised = true;
+  };
+
+  // Fork markers: lines only one fork prints.
+  if (line.substr(0, 6) == "INFO [" || contains(line, "HAVE_FANCY_SIMD") || contains(line, "mla_attn")) {
+    mark_fork(plan::Fork::kIk);
+  } else if (contains(line, "sched_reserve:") || line.substr(0, 11) == "print_info:" || line.substr(0, 5) == "srv  " ||
+             line.substr(0, 5) == "slot " || line.substr(0, 14) == "load_tensors: " ||
+             line.substr(0, 15) == "llama_kv_cache:" || contains(line, "llama_memory_recurrent:") ||
+             contains(line, "log_info: verbosity") || contains(line, "-lv N")) {
+    mark_fork(plan::Fork::kMainline);
+  }
+  if (const size_t at = line.find("verbosity = "); at != std::string_view::npos && contains(line, "-lv N")) {
+    Scan v(line.substr(at + 12));
+    if (auto n = v.u32()) f.verbosity = *n;
+  }
+  if (contains(line, "llama_model_loader:") || contains(line, "llm_load_print_meta:") ||
+      contains(line, "llama_context:") || contains(line, "llm_load_tensors:") || contains(line, "system_info:") ||
+      contains(line, "build info") || contains(line, "common_init")) {
+    f.llama_markers = true;
+    recognised = true;
+  }
+
+  const auto [tag, body] = split_tag(line);
+  Scan s(body);
+
+  // ---- context ----
+  if ((tag == "print_info" || tag == "llm_load_print_meta") && s.lit("n_ctx_train") && s.lit("=")) {
+    if (auto v = s.u32()) f.n_ctx_train = *v;
+    recognised = true;
+  } else if (is_context_tag(tag)) {
+    Scan k(body);
+    const std::string_view key = k.word();
+    if (k.lit("=")) {
+      const std::string_view value = trim(k.rest());
+      Scan v(value);
+      if (key == "n_seq_max") f.n_seq_max = v.u32();
+      if (key == "n_ctx") f.n_ctx = v.u32();
+      if (key == "n_ctx_seq") f.n_ctx_seq = v.u32();
+      if (key == "n_batch") f.n_batch = v.u32();
+      if (key == "n_ubatch") f.n_ubatch = v.u32();
+      if (key == "kv_unified") f.kv_unified = parse_bool_word(value);
+      if (key == "mla_attn") f.mla_attn = v.i32();
+      if (key == "flash_attn") {
+        f.flash_attn_setting = std::string(value.substr(0, 16));
+        if (auto b = parse_bool_word(value)) f.flash_attn = b;
+      }
+      recognised = true;
+    } else if (key == "n_ctx_seq" && contains(body, "> n_ctx_train")) {
+      Scan w(body);
+      if (w.lit("n_ctx_seq") && w.lit("(")) {
+        auto a = w.u32();
+        if (a && w.lit(")") && w.lit(">") && w.lit("n_ctx_train") && w.lit("(")) {
+          if (auto b = w.u32()) f.ctx_seq_over_train = std::make_pair(*a, *b);
+        }
+      }
+      recognised = true;
+    }
+  }
+  if (contains(line, "Flash Attention enabled") || contains(line, "enabling flash_attn")) {
+    f.flash_attn = true;
+    recognised = true;
+  } else if (contains(line, "Flash Attention not supported") || contains(line, "flash_attn is not compatible")) {
+    f.flash_attn = false;
+    recognised = true;
+  }
+
+  // ---- KV caches ----
+  if (contains(body, "creating") && contains(body, "KV cache, size =")) {
+    plan::CacheRole role = plan::CacheRole::kMain;
+    if (contains(body, "non-SWA") || contains(body, "main KV")) {
+      role = plan::CacheRole::kMain;
+    } else if (contains(body, "SWA")) {
+      role = plan::CacheRole::kSwa;
+    } else if (contains(body, "indexer")) {
+      role = plan::CacheRole::kIndexer;
+    }
+    Scan c(body.substr(body.find("size =") + 6));
+    if (auto cells = c.u32()) announced_ = std::make_pair(role, *cells);
+    recognised = true;
+  } else if (is_kv_tag(tag) && s.lit("size =")) {
+    KvCacheFact kv;
+    auto mib = s.num();
+    std::optional<Shape> shape;
+    if (mib && s.lit("MiB") && s.lit("(")) shape = parse_shape(s);
+    if (shape && s.lit("),") && parse_typed(s, "K", kv.type_k, kv.k_mib) && s.lit(",") &&
+        parse_typed(s, "V", kv.type_v, kv.v_mib)) {
+      kv.mib = *mib;
+      kv.cells = shape->cells;
+      kv.layers = shape->layers;
+      kv.seqs = shape->seqs;
+      kv.streams = shape->streams.value_or(1);
+      kv.line = f.lines;
+      if (announced_) {
+        kv.role = announced_->first;
+        kv.announced_cells = announced_->second;
+        announced_.reset();
+      }
+      f.kv_caches.push_back(std::move(kv));
+    }
+    recognised = true;
+  } else if (tag == "llama_memory_recurrent" && s.lit("size =")) {
+    RecurrentFact r;
+    auto mib = s.num();
+    std::optional<Shape> shape;
+    if (mib && s.lit("MiB") && s.lit("(")) {
+      auto cells = s.u32();
+      if (cells && s.lit("cells,")) {
+        auto layers = s.u32();
+        auto seqs = layers && s.lit("layers,") ? s.u32() : std::nullopt;
+        if (seqs && s.lit("seqs")) shape = Shape{*cells, *layers, *seqs, std::nullopt};
+      }
+    }
+    if (shape) {
+      if (auto rs = s.u32(); rs && s.lit("rs_seq")) r.rs_seq = *rs;
+      if (s.lit("),") && parse_typed(s, "R", r.type_r, r.r_mib) && s.lit(",") &&
+          parse_typed(s, "S", r.type_s, r.s_mib)) {
+        std::string p_type;
+        if (s.lit(",")) parse_typed(s, "P", p_type, r.p_mib);
+        r.mib = *mib;
+        r.cells = shape->cells;
+        r.layers = shape->layers;
+        r.seqs = shape->seqs;
+        f.recurrent = r;
+      }
+    }
+    recognised = true;
+  } else if (contains(body, "KV self size") && s.lit("KV self size") && s.lit("=")) {
+    KvSelfFact kv;
+    auto mib = s.num();
+    if (mib && s.lit("MiB,")) {
+      kv.mib = *mib;
+      if (parse_typed(s, "K", kv.type_k, kv.k_mib)) {
+        if (s.lit(",")) parse_typed(s, "V", kv.type_v, kv.v_mib);
+        f.kv_self = kv;
+      } else if (parse_typed(s, "c^KV", kv.type_k, kv.k_mib)) {
+        kv.mla = true;
+        if (s.lit(",") && !s.lit("kv^T: not used")) parse_typed(s, "kv^T", kv.type_v, kv.v_mib);
+        f.kv_self = kv;
+      }
+    }
+    recognised = true;
+  } else if (contains(body, "KV self indexer size") && s.lit("KV self indexer size") && s.lit("=")) {
+    if (auto mib = s.num()) f.kv_self_indexer_mib = *mib;
+    recognised = true;
+  }
+
+  // ---- buffers: "<dev> [kind] buffer size = N MiB" ----
+  if (const size_t at = body.find(" buffer size = "); at != std::string_view::npos && !tag.empty()) {
+    Scan head(body.substr(0, at));
+    std::vector<std::string_view> words;
+    for (std::string_view w = head.word(); !w.empty(); w = head.word()) words.push_back(w);
+    Scan v(body.substr(at + 15));
+    auto mib = v.num();
+    if (mib && v.lit("MiB") && !words.empty() && words.size() <= 3) {
+      std::string_view kind = words.back();
+      std::string device;
+      if (one_of(kind, {"model", "KV", "RS", "compute", "output"}) && words.size() >= 2) {
+        device = std::string(words[words.size() - 2]);
+      } else if (tag == "llm_load_tensors" || tag == "load_tensors") {
+        device = std::string(kind);
+        kind = "model";
+      } else {
+        kind = {};
+      }
+      BufferFact b{device, *mib};
+      if (kind == "model") f.model_buffers.push_back(b);
+      if (kind == "KV") f.kv_buffers.push_back(b);
+      if (kind == "RS") f.rs_buffers.push_back(b);
+      if (kind == "compute") f.compute_buffers.push_back(b);
+      if (kind == "output") f.output_buffers.push_back(b);
+      recognised = recognised || !kind.empty();
+    }
+  }
+
+  // ---- offload ----
+  if (const size_t at = line.find("offloaded "); at != std::string_view::npos && contains(line, "layers to GPU")) {
+    Scan o(line.substr(at + 10));
+    auto n = o.u32();
+    if (n && o.lit("/")) {
+      if (auto m = o.u32(); m && o.lit("layers to GPU")) f.offloaded = std::make_pair(*n, *m);
+    }
+    recognised = true;
+  }
+
+  // ---- slots ----
+  if (const size_t at = line.find("initializing, n_slots ="); at != std::string_view::npos) {
+    Scan sl(line.substr(at + 23));
+    auto n = sl.u32();
+    if (n && sl.lit(",") && sl.lit("n_ctx_slot =")) {
+      f.n_slots = *n;
+      if (auto c = sl.u32()) f.n_ctx_slot = *c;
+      if (sl.lit(",") && sl.lit("kv_unified =") && sl.lit("'")) {
+        if (auto u = sl.until('\'')) {
+          if (auto b = parse_bool_word(*u)) f.kv_unified = b;
+        }
+      }
+    }
+    recognised = true;
+  } else if (const size_t cap = line.find("the slot context ("); cap != std::string_view::npos) {
+    Scan c(line.substr(cap + 18));
+    auto req = c.u32();
+    if (req && c.lit(")") && c.lit("exceeds the training context of the model") && c.lit("(")) {
+      if (auto train = c.u32()) f.slot_capped = std::make_pair(*req, *train);
+    }
+    recognised = true;
+  } else if (contains(line, "initializing slots") && line.substr(0, 6) == "INFO [") {
+    if (auto n = ik_field(line, "n_slots")) f.n_slots = *n;
+    recognised = true;
+  } else if (contains(line, "new slot")) {
+    if (auto c = ik_field(line, "n_ctx_slot")) {
+      f.n_ctx_slot = *c;
+    } else if (const size_t pos = line.find("new slot, n_ctx ="); pos != std::string_view::npos) {
+      Scan c2(line.substr(pos + 17));
+      if (auto n = c2.u32(); n && !f.n_ctx_slot) f.n_ctx_slot = *n;
+    }
+    recognised = true;
+  }
+
+  // ---- outcome ----
+  if (contains(line, "model loaded")) {
+    f.model_loaded = true;
+    recognised = true;
+  }
+  if (contains(line, "listening on") || contains(line, "HTTP server listening")) {
+    f.listening = true;
+    recognised = true;
+  }
+  const bool error_line = level == 'E' || contains(line, "error:") || contains(line, "failed to ") ||
+                          contains(line, "error loading model") || contains(line, "terminate called") ||
+                          contains(line, "GGML_ASSERT");
+  if (error_line && f.errors.size() < 20) f.errors.emplace_back(line.substr(0, 300));
+
+  if (recognised) ++f.recognised;
+}
+
+StartupFacts parse_startup_log(std::string_view text) {
+  StartupLogParser parser;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    parser.feed(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return parser.facts();
+}
+
+Status require_allocation_facts(const StartupFacts& f) {
+  if (f.has_allocation_facts()) return {};
+  if (f.llama_markers || f.fork) {
+    if (f.fork == plan::Fork::kIk) {
+      return Error("the log has ik_llama.cpp lines but none about the context, KV cache or buffers: it is cut "
+                   "short or is not the server's startup (capture both stdout and stderr from the start)");
+    }
+    const std::string level = f.verbosity ? " (this log was written at verbosity " + std::to_string(*f.verbosity) + ")" : "";
+    return Error("the log has llama-server lines but none about the context, KV cache or buffers: mainline "
+                 "llama-server prints them only at verbosity 4" + level +
+                 "; restart it with -lv 4 (--log-verbosity 4) and capture stderr from the start");
+  }
+  return Error("this is not a llama-server startup log: none of its lines is one llama-server or ik_llama.cpp "
+               "prints (mainline needs -lv 4 to print its allocation lines)");
+}
+
+}  // namespace kvgate::engine
