@@ -1,0 +1,186 @@
+#include "gateway/conversation.h"
+
+#include <fmt/format.h>
+
+#include "gateway/normalize.h"
+
+namespace kvgate::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+// Applies `f` to the text of a message's content (string or text parts).
+template <typename F>
+void map_text(json& message, F f) {
+  auto it = message.find("content");
+  if (it == message.end()) return;
+  if (it->is_string()) {
+    *it = f(it->get<std::string>());
+  } else if (it->is_array()) {
+    for (auto& part : *it) {
+      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
+        part["text"] = f(part["text"].get<std::string>());
+      }
+    }
+  }
+}
+
+// Appends text to the end of a message's content.
+void append_text(json& message, const std::string& extra) {
+  auto it = message.find("content");
+  if (it == message.end() || it->is_null()) {
+    message["content"] = extra;
+  } else if (it->is_string()) {
+    *it = it->get<std::string>() + extra;
+  } else if (it->is_array()) {
+    it->push_back({{"type", "text"}, {"text", extra}});
+  }
+}
+
+// Cuts at a UTF-8 character boundary at or before `n` bytes.
+size_t utf8_floor(const std::string& s, size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+size_t utf8_ceil(const std::string& s, size_t n) {
+  while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) ++n;
+  return n;
+}
+
+}  // namespace
+
+std::string truncation_marker(uint64_t elided_tokens) {
+  return fmt::format("\n[… {} tokens elided by kvgate …]\n", elided_tokens);
+}
+
+std::string apply_truncation(const std::string& text, const Truncation& t) {
+  if (t.head_chars + t.tail_chars >= text.size()) return text;
+  const size_t head = utf8_floor(text, t.head_chars);
+  const size_t tail_start = utf8_ceil(text, text.size() - t.tail_chars);
+  return text.substr(0, head) + truncation_marker(t.elided_tokens) + text.substr(tail_start);
+}
+
+std::string summary_note_text(const SummaryNote& s) {
+  return "[Summary of the earlier conversation, written by kvgate to stay within the context window]\n" + s.text;
+}
+
+void Conversation::truncate(uint64_t i) {
+  if (i >= length) return;
+  if (system && i == 0) {
+    *this = Conversation();
+    return;
+  }
+  if (summary && i < summary->covers_until) summary.reset();  // it summarised what the client changed
+  if (summary && summary->anchor > i) summary->anchor = i;
+  if (i <= first_kept()) {
+    kept.clear();
+    cut = i;
+  } else {
+    kept.resize(static_cast<size_t>(i - first_kept()));
+  }
+  length = i;
+  chain.resize(static_cast<size_t>(i));
+}
+
+void Conversation::append(const json& message) {
+  StoredMessage m{message_hash(message), message};
+  if (length == 0 && message.value("role", "") == "system") {
+    system = m;
+    if (pinned_system.empty()) {
+      auto c = message.find("content");
+      pinned_system = c != message.end() && c->is_string() ? c->get<std::string>() : std::string();
+    }
+  } else {
+    kept.push_back(std::move(m));
+  }
+  extend_chain(chain, message);
+  ++length;
+}
+
+json build_view(const Conversation& c) {
+  json view = json::array();
+  if (c.system) {
+    json sys = c.system->message;
+    if (sys.contains("content") && sys["content"].is_string()) sys["content"] = c.pinned_system;
+    if (c.summary && c.summary->after_system) sys["content"] = sys.value("content", "") + "\n\n" + summary_note_text(*c.summary);
+    view.push_back(std::move(sys));
+  } else if (c.summary && c.summary->after_system) {
+    view.push_back({{"role", "user"}, {"content", summary_note_text(*c.summary)}});
+  }
+  for (uint64_t i = c.first_kept(); i < c.length; ++i) {
+    if (c.summary && !c.summary->after_system && c.summary->anchor == i) {
+      view.push_back({{"role", "user"}, {"content", summary_note_text(*c.summary)}});
+    }
+    const StoredMessage& m = c.at(i);
+    json msg = m.message;
+    if (auto t = c.truncations.find(m.hash); t != c.truncations.end()) {
+      map_text(msg, [&](const std::string& s) { return apply_truncation(s, t->second); });
+    }
+    if (auto n = c.notes.find(m.hash); n != c.notes.end()) append_text(msg, n->second);
+    view.push_back(std::move(msg));
+  }
+  if (c.summary && !c.summary->after_system && c.summary->anchor >= c.length && c.length > c.first_kept()) {
+    view.push_back({{"role", "user"}, {"content", summary_note_text(*c.summary)}});
+  }
+  return view;
+}
+
+json Conversation::to_json() const {
+  json kept_json = json::array();
+  for (const auto& m : kept) kept_json.push_back({{"h", m.hash}, {"m", m.message}});
+  json trunc = json::object();
+  for (const auto& [h, t] : truncations) {
+    trunc[std::to_string(h)] = {{"head", t.head_chars}, {"tail", t.tail_chars}, {"elided", t.elided_tokens}};
+  }
+  json notes_json = json::object();
+  for (const auto& [h, n] : notes) notes_json[std::to_string(h)] = n;
+  json out = {{"version", 1},
+              {"pinned_system", pinned_system},
+              {"cut", cut},
+              {"length", length},
+              {"kept", kept_json},
+              {"truncations", trunc},
+              {"notes", notes_json},
+              {"chain", chain},
+              {"generation", generation}};
+  if (system) out["system"] = {{"h", system->hash}, {"m", system->message}};
+  if (summary) {
+    out["summary"] = {{"text", summary->text},         {"covers_until", summary->covers_until},
+                      {"anchor", summary->anchor},     {"after_system", summary->after_system},
+                      {"source", summary->source},     {"tokens", summary->tokens}};
+  }
+  return out;
+}
+
+std::optional<Conversation> Conversation::from_json(const json& j) {
+  try {
+    if (!j.is_object() || j.value("version", 0) != 1) return std::nullopt;
+    Conversation c;
+    c.pinned_system = j.at("pinned_system").get<std::string>();
+    c.cut = j.at("cut").get<uint64_t>();
+    c.length = j.at("length").get<uint64_t>();
+    for (const auto& k : j.at("kept")) c.kept.push_back({k.at("h").get<uint64_t>(), k.at("m")});
+    for (const auto& [h, t] : j.at("truncations").items()) {
+      c.truncations[std::stoull(h)] = {t.at("head").get<size_t>(), t.at("tail").get<size_t>(), t.at("elided").get<uint64_t>()};
+    }
+    for (const auto& [h, n] : j.at("notes").items()) c.notes[std::stoull(h)] = n.get<std::string>();
+    c.chain = j.at("chain").get<std::vector<uint64_t>>();
+    c.generation = j.value("generation", uint64_t{0});
+    if (j.contains("system")) c.system = StoredMessage{j["system"].at("h").get<uint64_t>(), j["system"].at("m")};
+    if (j.contains("summary")) {
+      const auto& s = j["summary"];
+      c.summary = SummaryNote{s.at("text").get<std::string>(), s.at("covers_until").get<uint64_t>(),
+                              s.at("anchor").get<uint64_t>(), s.at("after_system").get<bool>(),
+                              s.at("source").get<std::string>(), s.at("tokens").get<uint64_t>()};
+    }
+    if (c.kept.size() != c.length - std::min(c.length, c.first_kept()) || c.chain.size() != c.length) return std::nullopt;
+    return c;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace kvgate::gateway
