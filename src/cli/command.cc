@@ -5,8 +5,8 @@ namespace kvgate::cli {
 std::span<const Command> commands() {
   static constexpr Command kCommands[] = {
       {"inspect", "GGUF metadata, architecture, layer kinds, tensor sizes", run_inspect},
-      {"plan", "memory plan (weights, KV, recurrent state, compute) against a budget", nullptr},
-      {"doctor", "verify a server startup log against the plan", nullptr},
+      {"plan", "memory plan (weights, KV, recurrent state, compute) against a budget", run_plan},
+      {"doctor", "verify a server startup log against the plan", run_doctor},
       {"up", "plan, launch and verify the engine, serve the gateway", nullptr},
       {"bench", "prefill curve, trace replay, gateway overhead", nullptr},
       {"synth", "write GGUF models with random weights for tests and demos", run_synth},

@@ -24,6 +24,8 @@ struct Command {
 std::span<const Command> commands();
 
 int run_inspect(int argc, char** argv);
+int run_plan(int argc, char** argv);
+int run_doctor(int argc, char** argv);
 int run_synth(int argc, char** argv);
 
 }  // namespace kvgate::cli

@@ -318,11 +318,14 @@ void plan_host_caches(const ModelDescriptor& m, const ServerSettings& s, MemoryP
     checkpoint += per_cell * std::min<uint64_t>(swa->cells, uint64_t{m.n_swa} + p.n_ubatch);
   }
   if (checkpoint > 0) {
-    const uint64_t count = s.ctx_checkpoints.value_or(32);
+    // At most --ctx-checkpoints per slot, and no closer together than the minimum spacing
+    // (mainline --checkpoint-min-step 8192; ik --ctx-checkpoints-interval 512).
+    const uint64_t spacing = p.fork == Fork::kIk ? 512 : 8192;
+    const uint64_t count = std::min<uint64_t>(s.ctx_checkpoints.value_or(32), p.n_ctx_slot / spacing + 1);
     p.checkpoints_host = checkpoint * count * p.n_seq_max;
     if (count > 0) {
-      p.notes.push_back(fmt::format("context checkpoints: up to {} per slot of {} MiB each (worst case)", count,
-                                    util::format_mib(checkpoint)));
+      p.notes.push_back(fmt::format("context checkpoints: up to {} per slot of {} MiB each (a full slot, worst case)",
+                                    count, util::format_mib(checkpoint)));
     }
   }
 }

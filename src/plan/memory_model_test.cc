@@ -220,8 +220,12 @@ TEST(MemoryModel, HostSideComponents) {
   auto p = plan_memory(m, s, {});
   EXPECT_EQ(p->output_host, uint64_t{m.n_vocab} * 2 * 4);
   EXPECT_EQ(p->prompt_cache_host, 8192ULL << 20) << "--cache-ram defaults to 8192 MiB";
-  // 32 checkpoints per slot of one sequence's recurrent state.
-  EXPECT_EQ(p->checkpoints_host, 32ULL * 2 * (p->recurrent->bytes() / 2));
+  // Checkpoints of one sequence's recurrent state, at most one per 8192 tokens of a slot
+  // (4096 tokens per slot here: one), at most --ctx-checkpoints.
+  EXPECT_EQ(p->checkpoints_host, 1ULL * 2 * (p->recurrent->bytes() / 2));
+  s.ctx = 262144;
+  EXPECT_EQ(plan_memory(m, s, {})->checkpoints_host, 17ULL * 2 * (p->recurrent->bytes() / 2));
+  EXPECT_EQ(plan_memory(m, s, {.fork = Fork::kIk})->checkpoints_host, 32ULL * 2 * (p->recurrent->bytes() / 2));
   s.cache_ram_mib = 0;
   s.ctx_checkpoints = 4;
   auto q = plan_memory(m, s, {});

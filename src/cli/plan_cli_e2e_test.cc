@@ -1,0 +1,129 @@
+// `kvgate plan --json` against the real engine, end to end: for each architecture synth
+// writes, the plan's own command line starts the pinned llama-server, whose log shows
+// exactly the KV and recurrent-state MiB the JSON states; `kvgate doctor` on that log with
+// the same options finds nothing, and names the difference when the server is started
+// differently.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/e2e_support.h"
+#include "engine/pinned.h"
+#include "engine/server_process.h"
+#include "engine/startup_log.h"
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+Ran kvgate(std::vector<std::string> args) {
+  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Ran r;
+  std::mutex mu;
+  auto p = util::Subprocess::spawn({.argv = argv, .on_line = [&](std::string_view line) {
+                                      std::lock_guard lock(mu);
+                                      r.output += std::string(line) + "\n";
+                                    }});
+  EXPECT_TRUE(p.ok());
+  if (!p.ok()) return r;
+  auto st = (*p)->wait_for(std::chrono::seconds(60));
+  (*p)->stop(std::chrono::seconds(1));
+  r.code = st ? st->code : -1;
+  return r;
+}
+
+// Starts the server with `command` (the plan's, without the binary) and returns its log.
+std::vector<std::string> run_command(const json& command) {
+  std::vector<std::string> args;
+  for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
+  args.insert(args.end(), {"-t", "2", "--no-warmup"});
+  auto binary = engine::resolve_server();
+  EXPECT_TRUE(binary.ok());
+  auto server = engine::ServerProcess::start({.binary = *binary, .args = args});
+  EXPECT_TRUE(server.ok()) << server.error().message();
+  if (!server.ok()) return {};
+  auto ready = (*server)->wait_ready(std::chrono::seconds(60));
+  EXPECT_TRUE(ready.ok()) << ready.error().message();
+  (*server)->signal(SIGKILL);
+  (*server)->stop(std::chrono::seconds(5));
+  return (*server)->log_lines();
+}
+
+std::string two(double v) { return fmt::format("{:.2f}", v); }
+
+class PlanCliE2eTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PlanCliE2eTest, PlanCommandAndDoctorAgreeWithTheEngine) {
+  auto model = engine::e2e::TempModel::synthesize(*gguf::synth_defaults(GetParam()), "cli_" + GetParam());
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  const std::vector<std::string> opts = {"--ctx", "6000", "--np", "3", "--ctk", "q8_0", "--ctv", "q4_0", "--no-gpu"};
+  std::vector<std::string> plan_args = {"plan", model->path().string(), "--json"};
+  plan_args.insert(plan_args.end(), opts.begin(), opts.end());
+  Ran planned = kvgate(plan_args);
+  ASSERT_EQ(planned.code, 0) << planned.output;
+  json j = json::parse(planned.output);
+
+  const auto lines = run_command(j["command"]);
+  const engine::StartupFacts f = engine::parse_startup_log([&] {
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    return text;
+  }());
+  ASSERT_EQ(f.kv_caches.size(), j["kv_caches"].size());
+  for (size_t i = 0; i < f.kv_caches.size(); ++i) {
+    const json& c = j["kv_caches"][i];
+    EXPECT_EQ(plan::cache_role_name(f.kv_caches[i].role), c["role"].get<std::string>());
+    EXPECT_EQ(two(f.kv_caches[i].mib), two(c["mib"]));
+    EXPECT_EQ(two(f.kv_caches[i].k_mib), two(c["k_mib"]));
+    EXPECT_EQ(two(f.kv_caches[i].v_mib), two(c["v_mib"]));
+    EXPECT_EQ(f.kv_caches[i].cells, c["cells"]);
+    EXPECT_EQ(f.kv_caches[i].type_v, c["type_v"]);
+  }
+  ASSERT_EQ(f.recurrent.has_value(), !j["recurrent"].is_null());
+  if (f.recurrent) {
+    EXPECT_EQ(two(f.recurrent->mib), two(j["recurrent"]["mib"]));
+    EXPECT_EQ(two(f.recurrent->s_mib), two(j["recurrent"]["s_mib"]));
+  }
+
+  const auto log_path = model->path().string() + ".log";
+  {
+    std::ofstream out(log_path);
+    for (const auto& l : lines) out << l << "\n";
+  }
+  std::vector<std::string> doctor_args = {"doctor", "--log", log_path, "--model", model->path().string(), "--json"};
+  doctor_args.insert(doctor_args.end(), opts.begin(), opts.end());
+  Ran doctor = kvgate(doctor_args);
+  EXPECT_EQ(doctor.code, 0) << doctor.output;
+  EXPECT_TRUE(json::parse(doctor.output)["ok"]);
+
+  // The same log against a plan with more context: named, non-zero exit.
+  std::vector<std::string> bigger = {"doctor", "--log", log_path, "--model", model->path().string(), "--ctx", "12000",
+                                     "--np", "3", "--ctk", "q8_0", "--ctv", "q4_0", "--no-gpu", "--json"};
+  Ran mismatch = kvgate(bigger);
+  EXPECT_EQ(mismatch.code, 1) << mismatch.output;
+  bool smaller = false;
+  const json mismatch_json = json::parse(mismatch.output);
+  for (const auto& finding : mismatch_json["findings"]) smaller = smaller || finding["code"] == "context_smaller";
+  EXPECT_TRUE(smaller) << mismatch.output;
+  std::filesystem::remove(log_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, PlanCliE2eTest, ::testing::Values("llama", "qwen3", "qwen35", "gemma3"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace kvgate::cli

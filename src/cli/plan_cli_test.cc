@@ -1,0 +1,170 @@
+// `kvgate plan` and `kvgate doctor` as a user runs them: the binary on metadata-only models
+// and on the startup-log fixtures; JSON documents, exit codes, error messages.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gguf/synth.h"
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+using nlohmann::json;
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+Ran kvgate(std::vector<std::string> args) {
+  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Ran r;
+  std::mutex mu;
+  auto p = util::Subprocess::spawn({.argv = argv, .on_line = [&](std::string_view line) {
+                                      std::lock_guard lock(mu);
+                                      r.output += std::string(line) + "\n";
+                                    }});
+  EXPECT_TRUE(p.ok()) << p.error().message();
+  if (!p.ok()) return r;
+  auto st = (*p)->wait_for(std::chrono::seconds(60));
+  (*p)->stop(std::chrono::seconds(1));
+  r.code = st ? st->code : -1;
+  return r;
+}
+
+json parse(const Ran& r) {
+  auto j = json::parse(r.output, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.output;
+  return j;
+}
+
+std::string fixture(const std::string& name) { return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/logs/" + name; }
+
+class PlanCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    for (const char* name : {"qwen3-48l", "qwen35-27b", "gemma3-27b"}) {
+      const auto path = std::filesystem::temp_directory_path() / fmt::format("kvgate_cli_{}_{}.gguf", name, ::getpid());
+      ASSERT_TRUE(gguf::synthesize(gguf::find_synth_preset(name)->spec, nullptr, path).ok());
+    }
+  }
+  static void TearDownTestSuite() {
+    for (const char* name : {"qwen3-48l", "qwen35-27b", "gemma3-27b"}) std::filesystem::remove(model(name));
+  }
+  static std::string model(const char* name) {
+    return (std::filesystem::temp_directory_path() / fmt::format("kvgate_cli_{}_{}.gguf", name, ::getpid())).string();
+  }
+};
+
+TEST_F(PlanCliTest, SeedCasesThroughTheCommand) {
+  Ran dense = kvgate({"plan", model("qwen3-48l"), "--ctx", "256k", "--ctk", "q4_0", "--json"});
+  ASSERT_EQ(dense.code, 0) << dense.output;
+  json j = parse(dense);
+  EXPECT_EQ(j["kv"]["mib"], 6912.0);
+  EXPECT_EQ(j["kv_caches"][0]["type_v"], "q4_0") << "V follows K when --ctv is not given";
+  Ran hybrid = kvgate({"plan", model("qwen35-27b"), "--ctx", "262144", "--json"});
+  ASSERT_EQ(hybrid.code, 0) << hybrid.output;
+  EXPECT_EQ(parse(hybrid)["kv"]["mib"], 16384.0);
+}
+
+TEST_F(PlanCliTest, JsonCarriesEveryFigure) {
+  Ran r = kvgate({"plan", model("qwen35-27b"), "--ctx", "131072", "--np", "4", "--kvu", "--ctk", "q8_0", "--memory",
+                  "96GiB", "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = parse(r);
+  for (auto key : {"model", "fork", "settings", "context", "kv_caches", "kv", "recurrent", "components", "offload",
+                   "totals", "budget", "capacity", "estimate", "notes", "command", "command_line"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["kv"]["mib"], 4352.0);
+  EXPECT_EQ(j["recurrent"]["mib"], 598.5);
+  EXPECT_EQ(j["recurrent"]["r_mib"], 22.5);
+  EXPECT_EQ(j["context"]["n_ctx_slot"], 131072);
+  EXPECT_TRUE(j["budget"]["fits"]);
+  uint64_t sum = 0;
+  for (const auto& c : j["components"]) sum += c["device_bytes"].get<uint64_t>() + c["host_bytes"].get<uint64_t>();
+  EXPECT_EQ(sum, j["totals"]["total_bytes"].get<uint64_t>());
+  const std::string line = j["command_line"];
+  for (auto flag : {"-c 131072", "-np 4", "-kvu", "-ctk q8_0", "-ctv q8_0", "-lv 4"}) {
+    EXPECT_NE(line.find(flag), std::string::npos) << flag << " in " << line;
+  }
+  EXPECT_EQ(j["capacity"]["text"][1]["kind"], "chinese_prose");
+}
+
+TEST_F(PlanCliTest, VerdictAndFit) {
+  Ran over = kvgate({"plan", model("qwen3-48l"), "--ctx", "256k", "--memory", "8GiB"});
+  EXPECT_EQ(over.code, 1) << over.output;
+  EXPECT_NE(over.output.find("DOES NOT FIT"), std::string::npos) << over.output;
+  Ran fit = kvgate({"plan", model("qwen3-48l"), "--fit", "--ctk", "auto", "--memory", "24GiB", "--cache-ram", "0",
+                    "--json"});
+  ASSERT_EQ(fit.code, 0) << fit.output;
+  json j = parse(fit);
+  EXPECT_EQ(j["settings"]["cache_type_k"], "q8_0");
+  EXPECT_EQ(j["fit"]["trials"][0]["type"], "f16");
+  EXPECT_LE(j["totals"]["total_bytes"].get<uint64_t>(), 24ULL << 30);
+  EXPECT_EQ(j["context"]["n_ctx"], 262144);
+}
+
+TEST_F(PlanCliTest, UsageErrors) {
+  EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctk", "q6_0"}).code, 2) << "q6_0 is ik-only";
+  EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctk", "q6_0", "--fork", "ik"}).code, 0);
+  EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctk", "auto"}).code, 2);
+  EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--fit"}).code, 2) << "no --memory";
+  EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctx", "lots"}).code, 2);
+  Ran refused = kvgate({"plan", model("qwen3-48l"), "--ctv", "q4_0", "--flash-attn", "off"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.output.find("flash attention"), std::string::npos) << refused.output;
+  Ran missing = kvgate({"plan", "/nonexistent.gguf"});
+  EXPECT_EQ(missing.code, 1);
+}
+
+TEST_F(PlanCliTest, DoctorOnFixtures) {
+  Ran ok = kvgate({"doctor", "--log", fixture("mainline_qwen35_27b_cuda.log"), "--model", model("qwen35-27b"), "--ctx",
+                   "131072", "--np", "4", "--kvu", "--ctk", "q8_0", "--json"});
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  json j = parse(ok);
+  EXPECT_TRUE(j["ok"]);
+  EXPECT_EQ(j["compared_with"], "plan");
+  EXPECT_EQ(j["facts"]["kv_caches"][0]["mib"], 4352.0);
+  EXPECT_EQ(j["plan"]["kv"]["mib"], 4352.0);
+
+  Ran bad = kvgate({"doctor", "--log", fixture("mainline_gemma3_27b_mismatch.log"), "--model", model("gemma3-27b"),
+                    "--ctx", "32768", "--ctk", "q8_0", "--json"});
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  std::set<std::string> codes;
+  const json bad_json = parse(bad);
+  for (const auto& f : bad_json["findings"]) codes.insert(f["code"].get<std::string>());
+  for (auto code : {"context_smaller", "kv_type_mismatch", "fewer_cells", "kv_smaller_than_planned", "partial_offload"}) {
+    EXPECT_TRUE(codes.count(code)) << code;
+  }
+
+  Ran ik = kvgate({"doctor", "--log", fixture("ik_qwen3_235b.log"), "--ctx", "32768", "--ctk", "q8_0"});
+  EXPECT_EQ(ik.code, 0) << ik.output;
+  EXPECT_NE(ik.output.find("ik_llama.cpp"), std::string::npos);
+  Ran ik_wrong = kvgate({"doctor", "--log", fixture("ik_qwen3_235b.log"), "--ctk", "q4_0"});
+  EXPECT_EQ(ik_wrong.code, 1) << ik_wrong.output;
+
+  Ran lv3 = kvgate({"doctor", "--log", fixture("pinned_qwen35_np2_lv3.log")});
+  EXPECT_EQ(lv3.code, 1);
+  EXPECT_NE(lv3.output.find("-lv 4"), std::string::npos) << lv3.output;
+  Ran junk = kvgate({"doctor", "--log", fixture("not_a_server_log.txt")});
+  EXPECT_EQ(junk.code, 1);
+  EXPECT_NE(junk.output.find("not a llama-server startup log"), std::string::npos) << junk.output;
+  EXPECT_EQ(kvgate({"doctor", "--log", "/nonexistent.log"}).code, 1);
+  EXPECT_EQ(kvgate({"doctor"}).code, 2) << "--log is required";
+  Ran capped = kvgate({"doctor", "--log", fixture("mainline_capped_by_training_context.log")});
+  EXPECT_EQ(capped.code, 0) << "a warning, not an error";
+  EXPECT_NE(capped.output.find("slot_capped_by_training_context"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::cli
