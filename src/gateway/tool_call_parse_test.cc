@@ -92,6 +92,22 @@ TEST(ToolCallFixtures, EveryFamilyHasCases) {
   EXPECT_EQ(fixture_tools().size(), 5u);
 }
 
+TEST(ToolCallFixtures, OutputsThePinnedEngineRejectedBecomeValidMessages) {
+  size_t rejected = 0;
+  for (const auto& c : fixture_cases()) {
+    bool engine_failed = false;
+    const json engine = c.c.value("engine", json::object());
+    for (const auto& [tmpl, answer] : engine.items()) {
+      engine_failed = engine_failed || answer.value("status", 200) != 200;
+    }
+    if (!engine_failed) continue;
+    ++rejected;
+    auto r = parse_tool_calls(c.c.at("raw").get<std::string>(), fixture_tools());
+    EXPECT_TRUE(r.call_count() > 0 || !r.message["content"].get<std::string>().empty()) << c.label;
+  }
+  EXPECT_GE(rejected, 10u);  // recorded by scripts/probe_rescue.py
+}
+
 // ---- Behaviour beyond the fixtures ----
 
 const json kWeather = json::parse(R"([{"type": "function", "function": {"name": "get_weather",

@@ -1,0 +1,100 @@
+#include "gateway/rescue_replay.h"
+
+#include <array>
+
+#include "gateway/relaxed_json.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+// Chat-completion fields that have no meaning for a raw completion of the rendered prompt.
+constexpr std::array<std::string_view, 21> kChatOnly = {
+    "messages", "tools", "tool_choice", "parallel_tool_calls", "functions", "function_call",
+    "stream", "stream_options", "response_format", "chat_template_kwargs", "reasoning_format",
+    "reasoning_effort", "n", "user", "model", "logprobs", "top_logprobs", "add_generation_prompt",
+    "continue_final_message", "max_tokens", "max_completion_tokens"};
+
+bool chat_only(std::string_view key) {
+  for (auto k : kChatOnly) {
+    if (k == key) return true;
+  }
+  return false;
+}
+
+const json* member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+int int_field(const json& v, const char* key) {
+  const json* it = member(v, key);
+  if (!it || !it->is_number_integer()) return 0;
+  auto n = it->get<int64_t>();
+  return n < 0 || n > 1'000'000'000 ? 0 : static_cast<int>(n);
+}
+
+}  // namespace
+
+bool is_output_parse_error(int status, std::string_view message) {
+  if (status < 500) return false;
+  return message.find("does not match the expected") != std::string_view::npos ||
+         message.find("Failed to parse input at pos") != std::string_view::npos;
+}
+
+json replay_completion_body(const json& chat_body, const std::string& prompt) {
+  json body = json::object();
+  if (chat_body.is_object()) {
+    for (const auto& [key, value] : chat_body.items()) {
+      if (!chat_only(key)) body[key] = value;
+    }
+    // response_format constrains the output with a grammar: carry it as json_schema.
+    const json* rf = member(chat_body, "response_format");
+    if (rf && !body.contains("json_schema")) {
+      const json* type = member(*rf, "type");
+      const json* schema = member(*rf, "json_schema");
+      if (type && *type == "json_object") {
+        body["json_schema"] = json{{"type", "object"}};
+      } else if (type && *type == "json_schema" && schema && member(*schema, "schema")) {
+        body["json_schema"] = *member(*schema, "schema");
+      }
+    }
+    if (!body.contains("n_predict")) {
+      for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+        const json* it = member(chat_body, key);
+        if (it && it->is_number_integer()) {
+          body["n_predict"] = *it;
+          break;
+        }
+      }
+    }
+  }
+  body["prompt"] = prompt;
+  body["stream"] = true;
+  body["cache_prompt"] = true;
+  return body;
+}
+
+void ReplayText::add_event(std::string_view data) {
+  if (finished_ || failed_) return;
+  auto v = parse_strict_json(data);
+  if (!v || !v->is_object()) return;
+  if (v->contains("error")) {
+    failed_ = true;
+    return;
+  }
+  const json* c = member(*v, "content");
+  if (c && c->is_string()) text_ += c->get_ref<const std::string&>();
+  if (int p = int_field(*v, "tokens_predicted")) tokens_predicted_ = p;
+  if (int e = int_field(*v, "tokens_evaluated")) tokens_evaluated_ = e;
+  const json* stop = member(*v, "stop");
+  if (stop && stop->is_boolean() && stop->get<bool>()) {
+    finished_ = true;
+    const json* type = member(*v, "stop_type");
+    stopped_by_limit_ = type && type->is_string() && *type == "limit";
+  }
+}
+
+}  // namespace kvgate::gateway
