@@ -1,5 +1,7 @@
-// The chat-completions flow (Gateway::chat): recognise the session, prepare the request
-// for a stable, cache-friendly prompt, relay the engine's answer, account for it.
+// The chat-completions flow (Gateway::chat): recognise the conversation, bring the client's
+// messages into the session's conversation (stabilised), build the upstream view, compact
+// it when it would pass the high watermark, send it (compacting harder and retrying when
+// the engine still overflows), save the session, then finish the client's answer.
 #include <thread>
 
 #include <fmt/format.h>
@@ -7,9 +9,6 @@
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
 #include "gateway/normalize.h"
-#include "gateway/reply.h"
-#include "gateway/sse.h"
-#include "gateway/stream_relay.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -42,6 +41,26 @@ std::optional<std::pair<std::string, std::string>> explicit_session(const HttpRe
   return std::nullopt;
 }
 
+ApiError context_error(const std::string& message) {
+  return {.status = 400, .type = "invalid_request_error", .message = message, .code = "context_length_exceeded"};
+}
+
+json compaction_event(const CompactionResult& r, const std::string& trigger, double ms, const json& summary_stats) {
+  json ev = {{"ts", std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count()},
+             {"level", r.level},
+             {"trigger", trigger},
+             {"tokens_before", r.tokens_before},
+             {"tokens_after", r.tokens_after},
+             {"duration_ms", ms},
+             {"dropped_messages", r.dropped_messages},
+             {"truncated_messages", r.truncated_messages}};
+  if (!r.summary_source.empty()) ev["summary_source"] = r.summary_source;
+  if (!r.summary_error.empty()) ev["summary_error"] = r.summary_error;
+  if (!summary_stats.empty()) ev["summary_request"] = summary_stats;
+  return ev;
+}
+
 }  // namespace
 
 void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
@@ -55,19 +74,97 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     return send_error(writer, *e);
   }
   rec.stream = req.stream;
+  json& body = req.body;
 
-  // 1. Which conversation is this?
-  const auto chain = chain_hashes(req.messages());
+  // 1. Stable client messages: thinking policy, no historical reasoning, tool results in
+  //    call order. These apply to the whole history the same way every turn.
+  const bool thinking = apply_thinking_policy(body, options_.thinking);
+  const size_t stripped = strip_history_reasoning(body["messages"]);
+  const size_t reordered = options_.stabiliser.reorder_tool_results ? reorder_tool_results(body["messages"]) : 0;
+  if (reordered > 0) metrics_.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(reordered));
+  const json& messages = body["messages"];
+
+  // 2. Which conversation is this?
+  const auto chain = chain_hashes(messages);
+  std::vector<uint64_t> hashes;
+  for (const auto& m : messages) hashes.push_back(message_hash(m));
   auto explicit_id = explicit_session(request, req);
-  auto match = explicit_id ? sessions_.find_or_create(chain, explicit_id->first, explicit_id->second)
-                           : sessions_.find_or_create(chain, std::nullopt);
+  auto match = explicit_id ? sessions_.find_or_create(chain, hashes, explicit_id->first, explicit_id->second)
+                           : sessions_.find_or_create(chain, hashes, std::nullopt);
   auto session = match.session;
   std::unique_lock turn(session->turn);  // one request at a time per conversation
 
-  // 2. Prepare the request: thinking policy, stable history, slot, cache, usage.
-  json& body = req.body;
-  const bool thinking = apply_thinking_policy(body, options_.thinking);
-  const size_t stripped = strip_history_reasoning(body["messages"]);
+  // 3. Bring the request into the session's conversation.
+  Conversation conv = session->conversation;
+  std::optional<BreakCause> cause;
+  std::string cause_detail;
+  size_t new_from = 0;
+  if (match.how == "window" && options_.stabiliser.continue_truncated_history && conv.length > 0) {
+    // The client dropped its oldest turns: find where its window starts in our history.
+    bool aligned = false;
+    for (size_t j = 1; j < messages.size() && !aligned; ++j) {
+      for (uint64_t h = conv.first_kept(); h < conv.length && !aligned; ++h) {
+        if (conv.at(h).hash != hashes[j]) continue;
+        const uint64_t overlap = std::min<uint64_t>(conv.length - h, messages.size() - j);
+        bool same = true;
+        for (uint64_t t = 0; t < overlap && same; ++t) same = conv.at(h + t).hash == hashes[j + t];
+        if (!same) continue;
+        aligned = true;
+        if (overlap < conv.length - h) conv.truncate(h + overlap);
+        new_from = j + static_cast<size_t>(overlap);
+      }
+    }
+    if (!aligned) {
+      conv = Conversation();
+      new_from = 0;
+    } else {
+      metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
+    }
+  } else {
+    size_t k = 0;
+    while (k < chain.size() && k < conv.chain.size() && chain[k] == conv.chain[k]) ++k;
+    if (k < conv.length) {
+      // The client's history differs from ours from message k on (edited, regenerated, or
+      // our reply dropped for a retry).
+      if (!(k + 1 == conv.length && k == chain.size())) {
+        cause = BreakCause::kClientEdit;
+        cause_detail = fmt::format("client history differs from message {}", k);
+      }
+      conv.truncate(k);
+    }
+    new_from = k;
+  }
+  // The system message: volatile lines stay pinned at their first value.
+  std::vector<std::string> volatile_now;
+  if (conv.system && !messages.empty() && messages[0].value("role", "") == "system" && messages[0].contains("content") &&
+      messages[0]["content"].is_string()) {
+    const std::string current = messages[0]["content"].get<std::string>();
+    if (options_.stabiliser.pin_volatile_lines) {
+      PinResult pin = pin_volatile_lines(conv.pinned_system, current);
+      if (pin.edited) {
+        conv.pinned_system = current;
+      } else if (!pin.current.empty()) {
+        volatile_now = pin.current;
+        metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
+      }
+    } else if (conv.pinned_system != current) {
+      conv.pinned_system = current;
+      cause = BreakCause::kVolatileLine;
+      cause_detail = "the system message changed";
+    }
+  }
+  const uint64_t first_new = conv.length;
+  for (size_t i = new_from; i < messages.size(); ++i) conv.append(messages[i]);
+  if (!volatile_now.empty()) {
+    for (uint64_t i = conv.length; i > first_new && i > conv.first_kept(); --i) {
+      if (conv.at(i - 1).message.value("role", "") == "user") {
+        conv.notes[conv.at(i - 1).hash] = volatile_note(volatile_now);
+        break;
+      }
+    }
+  }
+
+  // 4. Prepare the upstream request.
   auto [slot, reassigned] = slots_.acquire(session->id);
   body["id_slot"] = slot;
   body["cache_prompt"] = true;
@@ -76,7 +173,6 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     body["stream_options"]["include_usage"] = true;
     body["return_progress"] = true;
   }
-
   if (auto e = wait_for_engine(writer)) {
     rec.status = e->status;
     rec.error_kind = "engine_unavailable";
@@ -84,144 +180,129 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     return send_error(writer, *e);
   }
 
-  // 3. Exact prompt accounting (incremental; the engine's own template and tokenizer).
+  auto count_view = [&](const json& view) -> Result<uint64_t> {
+    json b = body;
+    b["messages"] = view;
+    KV_ASSIGN_OR_RETURN(TokenCount c, tokens_.count(b));
+    return c.tokens;
+  };
+  auto count_text = [&](const std::string& text) -> Result<uint64_t> { return tokens_.count_text(text); };
+  json summary_stats = json::object();
+  SummarizeFn summarize;
+  if (options_.model_summaries) {
+    summarize = [&](const Conversation& c, uint64_t until, uint64_t max_tokens) {
+      return engine_summary(*session, body, slot, c, until, max_tokens, summary_stats);
+    };
+  }
+  std::vector<json> events;
+  auto run_compaction = [&](uint64_t target, const std::string& trigger) -> std::optional<ApiError> {
+    const auto tc = Clock::now();
+    summary_stats = json::object();
+    auto r = compact(conv, target, first_new, count_view, count_text, summarize, options_.compaction_options);
+    if (!r) return context_error(r.error().message());
+    conv = std::move(r->conversation);
+    const double ms = ms_since(tc);
+    json ev = compaction_event(*r, trigger, ms, summary_stats);
+    json logged = ev;
+    logged["session"] = session->id;
+    util::log_event(util::LogLevel::kInfo, "compaction", std::move(logged));
+    metrics_.add(fmt::format("compactions_total{{level=\"{}\",trigger=\"{}\"}}", r->level, trigger));
+    events.push_back(std::move(ev));
+    cause = BreakCause::kCompaction;
+    cause_detail = r->level;
+    return std::nullopt;
+  };
+
+  // 5. Exact accounting and proactive compaction.
+  json view = build_view(conv);
   uint64_t counted_tokens = 0;
+  std::string rendered;
   if (options_.count_tokens) {
     const auto ta = Clock::now();
-    auto count = tokens_.count(body);
+    json b = body;
+    b["messages"] = view;
+    auto count = tokens_.count(b);
     rec.accounting_ms = ms_since(ta);
     if (count.ok()) {
       counted_tokens = count->tokens;
+      rendered = std::move(count->prompt);
     } else {
       util::log_event(util::LogLevel::kWarn, "token_accounting_failed",
                       {{"session", session->id}, {"error", count.error().message()}});
     }
   }
-
-  // 4. Relay.
-  CancelScope cancel;
-  ReplyAccumulator reply;
-  // The session is updated before the client receives the end of the answer (the final
-  // body, or the stream's [DONE]): a client that reacts at once sees a consistent state.
-  std::optional<std::string> final_body;
-  std::unique_ptr<StreamRelay> relay;
-  bool saw_done = false;
-  double ttft_ms = -1;
-  int status = 0;
+  const uint64_t context = context_tokens();
+  const uint64_t high = options_.high_watermark_tokens.value_or(
+      static_cast<uint64_t>(static_cast<double>(context) * options_.high_watermark_fraction));
+  const uint64_t low = static_cast<uint64_t>(static_cast<double>(high) * options_.low_watermark_fraction);
+  const uint64_t reserve = req.max_tokens && *req.max_tokens > 0 ? static_cast<uint64_t>(*req.max_tokens)
+                                                                  : options_.reply_reserve_tokens;
   std::optional<ApiError> failure;
-  bool saw_error_event = false;  // the engine reported an error inside its stream
-  const std::string upstream_body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (!req.stream) {
-    std::atomic<bool> done{false};
-    std::thread watcher([&] {
-      while (!done.load()) {
-        if (writer.client_gone()) {
-          cancel.cancel();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
-    auto res = upstream_->call("POST", "/v1/chat/completions", upstream_body, upstream_timeout(counted_tokens, true),
-                               &cancel);
-    done = true;
-    watcher.join();
-    if (auto* err = std::get_if<UpstreamError>(&res)) {
-      failure = from_upstream_error(*err);
-    } else {
-      auto& r = std::get<UpstreamResponse>(res);
-      status = r.status;
-      if (r.status != 200) {
-        failure = from_engine_answer(r.status, r.body);
-      } else {
-        auto j = json::parse(r.body, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) {
-          failure = bad_gateway("the engine answered with a body that is not JSON");
-        } else {
-          reply.set_response(j);
-          ttft_ms = ms_since(t0);
-          const bool changed = apply_empty_content_fallback(j, options_.thinking);
-          final_body = changed ? j.dump(-1, ' ', false, json::error_handler_t::replace) : std::move(r.body);
-        }
-      }
-    }
-    if (failure && !cancel.cancelled()) send_error(writer, *failure);
-  } else {
-    relay = std::make_unique<StreamRelay>(writer, cancel, options_.stream_head_grace, options_.keepalive);
-    SseParser parser;
-    std::string error_body;
-    auto res = upstream_->stream(
-        "/v1/chat/completions", upstream_body,
-        {.on_start = [&](int s, const std::string&) {
-           status = s;
-           // An engine that accepted the request: the client's stream can start now.
-           return s != 200 || relay->begin();
-         },
-         .on_data = [&](std::string_view data) {
-           if (status != 200) {
-             error_body.append(data);
-             return error_body.size() < (1 << 20);
-           }
-           for (const auto& ev : parser.feed(data)) {
-             if (ev.comment_only) continue;  // the engine's pings; kvgate sends its own
-             bool forward = true;
-             if (ev.is_done()) {
-               saw_done = true;
-               forward = false;  // sent after the session is updated
-             }
-             if (!ev.is_done()) {
-               auto chunk = json::parse(ev.data, nullptr, false);
-               if (!chunk.is_discarded()) {
-                 reply.add_chunk(chunk);
-                 if (chunk.contains("error")) saw_error_event = true;
-                 if (auto p = chunk.find("prompt_progress"); p != chunk.end() && p->is_object()) {
-                   relay->set_progress(fmt::format("prefill {}/{} tokens ({} cached)", p->value("processed", 0),
-                                                  p->value("total", 0), p->value("cache", 0)));
-                   forward = false;  // progress travels as keep-alive comments
-                 }
-                 const bool usage_only = chunk.contains("usage") && chunk.contains("choices") &&
-                                         chunk["choices"].is_array() && chunk["choices"].empty();
-                 if (usage_only && !req.include_usage) forward = false;
-                 if (ttft_ms < 0 && reply.has_output()) ttft_ms = ms_since(t0);
-               }
-             }
-             if (forward && !relay->write(ev.raw)) return false;
-           }
-           return true;
-         }},
-        upstream_timeout(counted_tokens, false), &cancel);
-    if (auto* err = std::get_if<UpstreamError>(&res)) {
-      failure = from_upstream_error(*err);
-    } else if (status != 200) {
-      failure = from_engine_answer(status, error_body);
-    } else if (!saw_done && !saw_error_event && !cancel.cancelled()) {
-      // The engine's stream ended early (crash, broken connection): say so in-stream.
-      failure = bad_gateway("the engine's stream ended before completion");
-    }
-    if (failure && !cancel.cancelled()) {
-      if (relay->started()) {
-        relay->write("data: " + failure->to_json().dump() + "\n\n");
-        relay->finish();
-      } else {
-        relay->finish();
-        send_error(writer, *failure);
-      }
+  if (options_.compaction && high > 0 && counted_tokens > 0 && counted_tokens + reserve > high) {
+    failure = run_compaction(low > reserve ? low - reserve : low, "watermark");
+    if (!failure) {
+      view = build_view(conv);
+      auto n = count_view(view);
+      counted_tokens = n.ok() ? *n : counted_tokens;
     }
   }
 
-  // 5. Account, remember the conversation as the client now sees it.
-  const Usage& u = reply.usage();
-  rec.status = failure ? failure->status : 200;
-  if (failure) rec.error_kind = cancel.cancelled() ? "client_disconnect" : failure->code.value_or("upstream");
-  if (!failure && saw_error_event) {
-    rec.status = 500;
-    rec.error_kind = "engine_stream_error";
+  // 6. Send (and on overflow compact harder and retry).
+  CancelScope cancel;
+  std::unique_ptr<StreamRelay> relay;
+  if (req.stream && !failure) {
+    relay = std::make_unique<StreamRelay>(writer, cancel, options_.stream_head_grace, options_.keepalive);
   }
+  SendOutcome out;
+  int overflow_retries = 0;
+  while (!failure) {
+    body["messages"] = view;
+    out = send_chat(body, req.stream, req.include_usage, counted_tokens, writer, relay.get(), cancel, t0);
+    if (!out.overflow || !options_.compaction || overflow_retries >= options_.max_overflow_retries) break;
+    ++overflow_retries;
+    metrics_.add("overflow_retries_total");
+    // The engine counted more than we planned for (or its context is smaller): aim lower.
+    uint64_t basis = std::max(counted_tokens, out.overflow_prompt_tokens);
+    uint64_t target = basis * 6 / 10;
+    if (out.overflow_context > 0) {
+      const uint64_t engine_low = static_cast<uint64_t>(static_cast<double>(out.overflow_context) *
+                                                        options_.high_watermark_fraction * options_.low_watermark_fraction);
+      target = std::min(target, engine_low > reserve ? engine_low - reserve : engine_low);
+    }
+    failure = run_compaction(target, "overflow");
+    if (failure) break;
+    view = build_view(conv);
+    auto n = count_view(view);
+    counted_tokens = n.ok() ? *n : counted_tokens;
+  }
+  if (!failure && out.failure) {
+    failure = out.failure;
+    if (out.overflow) {
+      failure = context_error(fmt::format("the conversation does not fit the engine's context ({} tokens) even after "
+                                          "{} compactions: {}",
+                                          out.overflow_context, overflow_retries, out.failure->message));
+    }
+  }
+  if (failure && !cancel.cancelled()) {
+    if (relay && relay->started()) {
+      relay->write("data: " + failure->to_json().dump() + "\n\n");
+    } else {
+      if (relay) relay->finish();
+      send_error(writer, *failure);
+    }
+  }
+
+  // 7. Account; save the session before the client sees the end of the answer.
+  const Usage& u = out.reply.usage();
+  const bool ok = !failure && !out.saw_error_event;
+  rec.status = failure ? failure->status : (out.saw_error_event ? 500 : 200);
+  if (failure) rec.error_kind = cancel.cancelled() ? "client_disconnect" : failure->code.value_or("upstream");
+  if (!failure && out.saw_error_event) rec.error_kind = "engine_stream_error";
   rec.prompt_tokens = u.prompt_tokens;
   rec.cached_tokens = u.cached_tokens;
   rec.prefilled_tokens = u.prefilled_tokens;
   rec.completion_tokens = u.completion_tokens;
-  rec.ttft_ms = ttft_ms;
+  rec.ttft_ms = out.ttft_ms;
   rec.decode_tokens_per_s = u.predicted_per_second;
   rec.total_ms = ms_since(t0);
   int64_t accounting_diff = 0;
@@ -229,39 +310,83 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
     if (counted_tokens > 0 && u.prompt_tokens > 0) accounting_diff = tokens_.calibrate(counted_tokens, u.prompt_tokens);
   }
+  // Where did the prompt stop matching the previous one, and why?
+  size_t diverged_at = 0;
+  if (!session->last_view.empty()) {
+    diverged_at = first_different_message(session->last_view, view);
+    const bool prefix_kept = diverged_at >= session->last_view.size();
+    if (prefix_kept && !cause && u.known && session->last_sent_tokens > 64 &&
+        u.cached_tokens * 10 < session->last_sent_tokens * 9) {
+      cause = session->engine_generation != engine_generation_.load() ? BreakCause::kEngineRestart
+                                                                       : BreakCause::kSlotEviction;
+      cause_detail = fmt::format("engine reused {} of the previous {} prompt tokens", u.cached_tokens,
+                                 session->last_sent_tokens);
+    }
+  }
+  if (cause) {
+    metrics_.add(fmt::format("prefix_breaks_total{{cause=\"{}\"}}", cause_name(*cause)));
+    util::log_event(util::LogLevel::kInfo, "prefix_break",
+                    {{"session", session->id},
+                     {"cause", cause_name(*cause)},
+                     {"detail", cause_detail},
+                     {"message", diverged_at},
+                     {"byte", rendered.empty() || session->last_prompt.empty()
+                                  ? json(nullptr)
+                                  : json(first_different_byte(session->last_prompt, rendered))}});
+  }
   metrics_.record(rec);
+  if (ok) {
+    const uint64_t request_messages = conv.length;
+    conv.append(out.reply.message());
+    session->conversation = std::move(conv);
+    session->last_view = view;
+    session->last_prompt = std::move(rendered);
+    session->last_sent_tokens = u.prompt_tokens;
+    session->engine_generation = engine_generation_.load();
+    {
+      std::lock_guard lock(session->mu);
+      session->chain = session->conversation.chain;
+      session->last_request_messages = request_messages;
+    }
+    sessions_.set_keys(session, recognition_keys(session->conversation, request_messages));
+  }  // A failed turn leaves the session as it was; the client will send it again.
   {
     std::lock_guard lock(session->mu);
     auto& c = session->counters;
     ++c.requests;
-    if (failure || saw_error_event) ++c.errors;
+    if (!ok) ++c.errors;
     c.prompt_tokens += u.prompt_tokens;
     c.cached_tokens += u.cached_tokens;
     c.prefilled_tokens += u.prefilled_tokens;
     c.completion_tokens += u.completion_tokens;
-    if (ttft_ms >= 0) c.ttft_ms_total += ttft_ms;
+    if (out.ttft_ms >= 0) c.ttft_ms_total += out.ttft_ms;
     session->slot = slot;
     if (u.known) {
       session->last_prompt_tokens = u.prompt_tokens;
       session->last_cached_tokens = u.cached_tokens;
     }
+    const Conversation& cv = session->conversation;
+    session->view_stats = {cv.length, cv.cut, cv.kept.size(), cv.summary ? cv.summary->tokens : 0, cv.generation,
+                           cv.truncations.size(), cv.summary ? cv.summary->source : ""};
+    if (ok) {
+      for (const auto& ev : events) session->compactions.push_back(ev);
+    }
+    while (session->compactions.size() > 50) session->compactions.pop_front();
   }
-  if (!failure && !saw_error_event) {
-    std::vector<uint64_t> seen = chain;
-    extend_chain(seen, reply.message());
-    sessions_.update_chain(session, std::move(seen), chain.size());
-  }
-  if (final_body) writer.send(200, kJson, *final_body);
+  if (ok) (void)persist(*session, events);
+
+  if (out.final_body && ok) writer.send(200, kJson, *out.final_body);
   if (relay) {
-    if (saw_done) relay->write("data: [DONE]\n\n");
+    if (out.saw_done) relay->write("data: [DONE]\n\n");
     relay->finish();
   }
-  util::log_event(failure || saw_error_event ? util::LogLevel::kWarn : util::LogLevel::kInfo, "request",
+  util::log_event(ok ? util::LogLevel::kInfo : util::LogLevel::kWarn, "request",
                   {{"route", "chat"},
                    {"session", session->id},
                    {"recognised_by", match.how},
-                   {"matched_messages", match.matched_messages},
-                   {"messages", chain.size()},
+                   {"loaded", match.loaded},
+                   {"messages", messages.size()},
+                   {"view_messages", view.size()},
                    {"slot", slot},
                    {"slot_reassigned", reassigned},
                    {"stream", req.stream},
@@ -269,7 +394,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                    {"reasoning_stripped", stripped},
                    {"status", rec.status},
                    {"error", failure ? json(failure->message)
-                                     : saw_error_event && reply.error() ? *reply.error() : json(nullptr)},
+                                     : out.saw_error_event && out.reply.error() ? *out.reply.error() : json(nullptr)},
                    {"prompt_tokens", u.prompt_tokens},
                    {"counted_tokens", counted_tokens},
                    {"accounting_diff", accounting_diff},
@@ -277,7 +402,9 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                    {"cached_tokens", u.cached_tokens},
                    {"prefilled_tokens", u.prefilled_tokens},
                    {"completion_tokens", u.completion_tokens},
-                   {"ttft_ms", ttft_ms},
+                   {"compactions", events.size()},
+                   {"overflow_retries", overflow_retries},
+                   {"ttft_ms", out.ttft_ms},
                    {"total_ms", rec.total_ms}});
 }
 

@@ -61,6 +61,7 @@ void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
       {"GET", "/metrics", false, true, &Gateway::prometheus},
       {"GET", "/kvgate/v1/status", false, true, &Gateway::status},
       {"GET", "/kvgate/v1/sessions", true, true, &Gateway::list_sessions},
+      {"POST", "/kvgate/v1/sessions/", true, true, &Gateway::compact_session},
       {"POST", "/tokenize", false, true, &Gateway::passthrough},
       {"POST", "/detokenize", false, true, &Gateway::passthrough},
       {"POST", "/apply-template", false, true, &Gateway::passthrough},

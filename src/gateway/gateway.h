@@ -20,12 +20,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <mutex>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
+#include "gateway/compactor.h"
+#include "gateway/reply.h"
+#include "gateway/session_store.h"
+#include "gateway/stabiliser.h"
+#include "gateway/stream_relay.h"
 #include "gateway/http_server.h"
 #include "gateway/metrics.h"
 #include "gateway/session.h"
@@ -47,12 +54,29 @@ struct GatewayOptions {
   double initial_prefill_ms_per_token = 20.0;        // until measured
   std::chrono::seconds min_upstream_timeout{300};
   std::string model_name = "kvgate";
+
+  // Context management (see compactor.h, stabiliser.h).
+  bool compaction = true;
+  std::optional<uint64_t> context_tokens;        // per-slot context; default: asked from the engine
+  std::optional<uint64_t> high_watermark_tokens; // default: high_watermark_fraction of the context
+  double high_watermark_fraction = 0.8;
+  double low_watermark_fraction = 0.55;          // of the high watermark
+  uint64_t reply_reserve_tokens = 1024;          // room kept for the reply when max_tokens is not given
+  CompactionOptions compaction_options;
+  bool model_summaries = true;                   // L2 asks the engine; off: extractive only
+  std::chrono::seconds summary_timeout{120};
+  StabiliserOptions stabiliser;
+  int max_overflow_retries = 2;
 };
 
 class Gateway {
  public:
   Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream);
   ~Gateway();
+
+  // Makes sessions durable in the SQLite file at `path` (created if missing). Sessions of
+  // earlier runs are found again by their conversations. Call before serving.
+  Status open_store(const std::filesystem::path& path);
 
   void handle(const HttpRequest& request, ResponseWriter& writer);
 
@@ -72,13 +96,39 @@ class Gateway {
   void prometheus(const HttpRequest& request, ResponseWriter& writer);
   void status(const HttpRequest& request, ResponseWriter& writer);
   void list_sessions(const HttpRequest& request, ResponseWriter& writer);
+  void compact_session(const HttpRequest& request, ResponseWriter& writer);
 
+  // One attempt at sending a chat request upstream (chat_send.cc).
+  struct SendOutcome {
+    ReplyAccumulator reply;
+    int status = 0;
+    std::optional<ApiError> failure;     // answered to the client unless `overflow`
+    bool saw_error_event = false;        // the engine reported an error inside its stream
+    bool saw_done = false;
+    bool overflow = false;               // the engine refused: prompt larger than its context
+    uint64_t overflow_prompt_tokens = 0;
+    uint64_t overflow_context = 0;
+    double ttft_ms = -1;
+    std::optional<std::string> final_body;  // non-streamed answer, sent after the session is saved
+  };
+  SendOutcome send_chat(const nlohmann::json& body, bool stream, bool include_usage, uint64_t prompt_tokens,
+                        ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
+                        std::chrono::steady_clock::time_point t0);
+  // Context size per slot (from options or the engine's /props), 0 if unknown.
+  uint64_t context_tokens();
+  // Engine-written summary of history before `until`, asked as a continuation of the cached prompt.
+  Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
+                                     const Conversation& c, uint64_t until, uint64_t max_tokens, nlohmann::json& stats);
+  // Saves a session (state, keys, new compaction events); logs and counts failures.
+  Status persist(Session& session, const std::vector<nlohmann::json>& new_compactions);
+  std::shared_ptr<Session> load_session(const std::string& id);
   bool authorised(const HttpRequest& request) const;
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
   // Waits (up to options_.wait_for_engine) for the engine; nullopt when available.
   std::optional<ApiError> wait_for_engine(ResponseWriter& writer);
   ApiError from_upstream_error(const UpstreamError& e) const;
+  static ApiError context_error_message(const std::string& message);
   // Relays an engine error answer (status + body) as an OpenAI-format error.
   ApiError from_engine_answer(int status, const std::string& body) const;
   std::chrono::milliseconds upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const;
@@ -92,6 +142,10 @@ class Gateway {
   Metrics metrics_;
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
+  std::unique_ptr<SessionStore> store_;
+  std::mutex context_mu_;
+  uint64_t context_tokens_ = 0;             // guarded by context_mu_
+  uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_
 };
 
 }  // namespace kvgate::gateway

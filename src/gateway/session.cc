@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "gateway/normalize.h"
+
 namespace kvgate::gateway {
 
 std::string new_session_id() {
@@ -11,6 +13,20 @@ std::string new_session_id() {
   static std::mt19937_64 rng(std::random_device{}());
   std::lock_guard lock(mu);
   return fmt::format("s_{:016x}", rng());
+}
+
+uint64_t window_key(uint64_t system_hash, uint64_t message_hash) {
+  return chain_step(system_hash ^ 0x77696e646f77ULL, message_hash);
+}
+
+std::vector<uint64_t> recognition_keys(const Conversation& c, uint64_t request_messages) {
+  std::vector<uint64_t> keys;
+  if (!c.chain.empty()) keys.push_back(c.chain.back());
+  if (request_messages > 0 && request_messages < c.chain.size()) keys.push_back(c.chain[request_messages - 1]);
+  if (c.system) {
+    for (const auto& m : c.kept) keys.push_back(window_key(c.system->hash, m.hash));
+  }
+  return keys;
 }
 
 nlohmann::json Session::to_json() const {
@@ -21,8 +37,10 @@ nlohmann::json Session::to_json() const {
   const double hit = counters.prompt_tokens == 0
                          ? 0.0
                          : static_cast<double>(counters.cached_tokens) / static_cast<double>(counters.prompt_tokens);
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& c : compactions) history.push_back(c);
   return {{"id", id},
-          {"messages", chain.size()},
+          {"messages", view_stats.length},
           {"slot", slot},
           {"recognised_by", recognised_by},
           {"created", secs(created)},
@@ -36,10 +54,54 @@ nlohmann::json Session::to_json() const {
           {"prefilled_tokens", counters.prefilled_tokens},
           {"completion_tokens", counters.completion_tokens},
           {"cache_hit_ratio", hit},
-          {"mean_ttft_ms", counters.requests ? counters.ttft_ms_total / static_cast<double>(counters.requests) : 0.0}};
+          {"mean_ttft_ms", counters.requests ? counters.ttft_ms_total / static_cast<double>(counters.requests) : 0.0},
+          {"view",
+           {{"cut", view_stats.cut},
+            {"kept_messages", view_stats.kept},
+            {"summary_tokens", view_stats.summary_tokens},
+            {"summary_source", view_stats.summary_source},
+            {"truncated_messages", view_stats.truncations},
+            {"compactions", view_stats.generation}}},
+          {"compaction_history", history}};
 }
 
-SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& chain,
+void SessionTable::set_loader(Loader loader) {
+  std::lock_guard lock(mu_);
+  loader_ = std::move(loader);
+}
+
+std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
+  sessions_[s->id] = s;
+  lru_.push_front(s->id);
+  lru_pos_[s->id] = lru_.begin();
+  std::vector<uint64_t> keys;
+  {
+    std::lock_guard slock(s->mu);
+    keys = recognition_keys(s->conversation, s->last_request_messages);
+  }
+  auto& own = keys_[s->id];
+  for (uint64_t k : keys) {
+    by_chain_end_[k] = s->id;
+    own.push_back(k);
+  }
+  return s;
+}
+
+std::shared_ptr<Session> SessionTable::lookup_key(uint64_t key, bool* loaded) {
+  if (auto it = by_chain_end_.find(key); it != by_chain_end_.end()) {
+    if (auto s = sessions_.find(it->second); s != sessions_.end()) return s->second;
+  }
+  if (!loader_.find || !loader_.load) return nullptr;
+  auto id = loader_.find(key);
+  if (!id) return nullptr;
+  if (auto s = sessions_.find(*id); s != sessions_.end()) return s->second;
+  auto s = loader_.load(*id);
+  if (!s) return nullptr;
+  *loaded = true;
+  return adopt(std::move(s));
+}
+
+SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& chain, const std::vector<uint64_t>& hashes,
                                                  const std::optional<std::string>& explicit_id,
                                                  const std::string& how_explicit) {
   std::lock_guard lock(mu_);
@@ -48,8 +110,14 @@ SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& ch
     auto it = sessions_.find(*explicit_id);
     if (it != sessions_.end()) {
       m.session = it->second;
+    } else if (loader_.load) {
+      if (auto s = loader_.load(*explicit_id)) {
+        m.session = adopt(std::move(s));
+        m.loaded = true;
+      }
+    }
+    if (m.session) {
       std::lock_guard slock(m.session->mu);
-      // How much of the stored chain the request still shares.
       size_t n = 0;
       while (n < chain.size() && n < m.session->chain.size() && chain[n] == m.session->chain[n]) ++n;
       m.matched_messages = n;
@@ -60,13 +128,18 @@ SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& ch
     m.how = how_explicit;
   } else {
     for (size_t k = chain.size(); k > 0 && !m.session; --k) {
-      auto it = by_chain_end_.find(chain[k - 1]);
-      if (it == by_chain_end_.end()) continue;
-      auto s = sessions_.find(it->second);
-      if (s == sessions_.end()) continue;
-      m.session = s->second;
-      m.matched_messages = k;
-      m.how = "prefix";
+      if (auto s = lookup_key(chain[k - 1], &m.loaded)) {
+        m.session = s;
+        m.matched_messages = k;
+        m.how = "prefix";
+      }
+    }
+    // A later window of a known conversation: system message, then one of its kept messages.
+    for (size_t j = 1; !m.session && hashes.size() >= 2 && j < std::min<size_t>(hashes.size(), 17); ++j) {
+      if (auto s = lookup_key(window_key(hashes[0], hashes[j]), &m.loaded)) {
+        m.session = s;
+        m.how = "window";
+      }
     }
     if (!m.session) {
       m.session = create(new_session_id());
@@ -99,6 +172,18 @@ void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::ve
   };
   if (!session->chain.empty()) add(session->chain.back());
   if (request_messages > 0 && request_messages < session->chain.size()) add(session->chain[request_messages - 1]);
+}
+
+void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys) {
+  std::lock_guard lock(mu_);
+  std::lock_guard slock(session->mu);
+  unindex(*session);
+  if (sessions_.find(session->id) == sessions_.end()) return;
+  auto& own = keys_[session->id];
+  for (uint64_t k : keys) {
+    by_chain_end_[k] = session->id;
+    own.push_back(k);
+  }
 }
 
 void SessionTable::unindex(const Session& s) {
@@ -149,7 +234,11 @@ void SessionTable::evict_if_needed() {
 std::shared_ptr<Session> SessionTable::get(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second;
+  if (it != sessions_.end()) return it->second;
+  if (loader_.load) {
+    if (auto s = loader_.load(id)) return adopt(std::move(s));
+  }
+  return nullptr;
 }
 
 std::vector<std::shared_ptr<Session>> SessionTable::list() {

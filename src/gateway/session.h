@@ -1,13 +1,18 @@
 // Sessions: the conversations the gateway is serving, recognised without client help.
 //
-// A Session records the hash chain (normalize.h) of its conversation as the client last
-// saw it — the request's messages plus the reply kvgate returned — and per-session
-// counters. SessionTable::find_or_create() maps a request to a session:
+// A Session holds its Conversation (what the engine sees, see conversation.h), whose hash
+// chain identifies the conversation as the client last saw it — the request's messages
+// plus the reply kvgate returned — and per-session counters. SessionTable::find_or_create()
+// maps a request to a session:
 //   1. an explicit id (X-Session-Id header or the `user` field) wins;
-//   2. otherwise the stored session whose chain is the longest prefix of the request's
-//      chain (the request continues that conversation, or repeats its last request);
-//   3. otherwise a new session.
-// Memory is bounded: beyond `max_sessions` the least recently used idle session is evicted.
+//   2. otherwise the session whose chain is the longest prefix of the request's chain (the
+//      request continues that conversation, or repeats its last request);
+//   3. otherwise a session one of whose kept messages the request starts with, right after
+//      the same system message (the client dropped its oldest turns: a later window);
+//   4. otherwise a new session.
+// Memory is bounded: beyond `max_sessions` the least recently used idle session is evicted
+// from memory. With a loader (the SQLite store), sessions not in memory — evicted, or from
+// before a restart — are found by the same keys and loaded.
 //
 // Thread-safety: SessionTable is internally locked (mu_). A Session's `turn` mutex
 // serialises the requests of one conversation (held by the request handler for the whole
@@ -26,7 +31,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <deque>
+#include <functional>
+
 #include <nlohmann/json.hpp>
+
+#include "gateway/conversation.h"
 
 namespace kvgate::gateway {
 
@@ -57,7 +67,21 @@ class Session {
   uint64_t last_cached_tokens = 0;
   std::chrono::system_clock::time_point created = std::chrono::system_clock::now();
   std::chrono::system_clock::time_point last_used = created;
-  std::string recognised_by;  // how the last request was matched: header, user, prefix, new
+  std::string recognised_by;  // how the last request was matched: header, user, prefix, window, new
+
+  // Guarded by `turn` (only the request holding it reads or changes these).
+  Conversation conversation;
+  nlohmann::json last_view;    // the messages last sent upstream
+  std::string last_prompt;     // their rendering (when the token counter produced it)
+  uint64_t last_sent_tokens = 0;
+  uint64_t engine_generation = 0;  // of the engine that served the last request
+
+  // Guarded by `mu`: a summary of the conversation for listings, and recent compactions.
+  struct ViewStats {
+    uint64_t length = 0, cut = 0, kept = 0, summary_tokens = 0, generation = 0, truncations = 0;
+    std::string summary_source;
+  } view_stats;
+  std::deque<nlohmann::json> compactions;  // most recent last, bounded
 
   nlohmann::json to_json() const;
 };
@@ -70,14 +94,30 @@ class SessionTable {
     std::shared_ptr<Session> session;
     size_t matched_messages = 0;  // length of the stored chain the request continues
     bool created = false;
-    std::string how;              // "header", "user", "prefix", "new"
+    bool loaded = false;          // came from the store
+    std::string how;              // "header", "user", "prefix", "window", "new"
   };
 
-  // `chain` is the request's message chain; `explicit_id` comes from the header or `user`.
+  // Finds sessions that are not in memory (the durable store). Both may be empty.
+  struct Loader {
+    std::function<std::optional<std::string>(uint64_t key)> find;
+    std::function<std::shared_ptr<Session>(const std::string& id)> load;
+  };
+  void set_loader(Loader loader);
+
+  // `chain` is the request's message chain, `hashes` its per-message hashes; `explicit_id`
+  // comes from the header or `user`.
+  Match find_or_create(const std::vector<uint64_t>& chain, const std::vector<uint64_t>& hashes,
+                       const std::optional<std::string>& explicit_id, const std::string& how_explicit = "header");
+  // Compatibility form without window recognition.
   Match find_or_create(const std::vector<uint64_t>& chain, const std::optional<std::string>& explicit_id,
-                       const std::string& how_explicit = "header");
+                       const std::string& how_explicit = "header") {
+    return find_or_create(chain, {}, explicit_id, how_explicit);
+  }
   // Records the conversation as the client now sees it (request + reply); re-indexes.
   void update_chain(const std::shared_ptr<Session>& session, std::vector<uint64_t> chain, size_t request_messages);
+  // Replaces a session's recognition keys (chain ends and window keys).
+  void set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys);
 
   std::shared_ptr<Session> get(const std::string& id);
   std::vector<std::shared_ptr<Session>> list();
@@ -89,6 +129,10 @@ class SessionTable {
   void evict_if_needed();              // REQUIRES: mu_ held
   void unindex(const Session& s);      // REQUIRES: mu_ held (and s.mu)
   std::shared_ptr<Session> create(std::string id);  // REQUIRES: mu_ held
+  std::shared_ptr<Session> adopt(std::shared_ptr<Session> s);  // REQUIRES: mu_ held
+  std::shared_ptr<Session> lookup_key(uint64_t key, bool* loaded);  // REQUIRES: mu_ held
+
+  Loader loader_;
 
   const size_t max_sessions_;
   std::mutex mu_;
@@ -119,5 +163,12 @@ class SlotPool {
 };
 
 std::string new_session_id();
+
+// Key under which a session is found by a request that starts, after the system message
+// with hash `system_hash`, with the kept message whose hash is `message_hash`.
+uint64_t window_key(uint64_t system_hash, uint64_t message_hash);
+// All recognition keys of a conversation: its chain end, the end of its last request, and
+// the window keys of its kept messages.
+std::vector<uint64_t> recognition_keys(const Conversation& c, uint64_t request_messages);
 
 }  // namespace kvgate::gateway
