@@ -7,10 +7,10 @@ std::span<const Command> commands() {
       {"inspect", "GGUF metadata, architecture, layer kinds, tensor sizes", run_inspect},
       {"plan", "memory plan (weights, KV, recurrent state, compute) against a budget", run_plan},
       {"doctor", "verify a server startup log against the plan", run_doctor},
-      {"up", "plan, launch and verify the engine, serve the gateway", nullptr},
+      {"up", "plan, launch and verify the engine, serve the gateway", run_up},
       {"bench", "prefill curve, trace replay, gateway overhead", nullptr},
       {"synth", "write GGUF models with random weights for tests and demos", run_synth},
-      {"unit", "service files (systemd, supervisor)", nullptr},
+      {"unit", "service files (systemd, supervisor)", run_unit},
   };
   return kCommands;
 }

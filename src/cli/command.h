@@ -27,5 +27,7 @@ int run_inspect(int argc, char** argv);
 int run_plan(int argc, char** argv);
 int run_doctor(int argc, char** argv);
 int run_synth(int argc, char** argv);
+int run_up(int argc, char** argv);
+int run_unit(int argc, char** argv);
 
 }  // namespace kvgate::cli

@@ -22,6 +22,7 @@ struct VerificationReport {
   std::string checker;
   std::vector<std::string> verified;  // what the log confirmed, one item per line
   std::vector<std::string> findings;  // contradictions, each naming the fix
+  std::vector<std::string> warnings;  // worth a look, never a reason to fail
   bool passed() const { return findings.empty(); }
 };
 

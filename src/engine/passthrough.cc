@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -124,7 +125,13 @@ Result<std::unique_ptr<Passthrough>> Passthrough::bind(PassthroughOptions option
 Passthrough::~Passthrough() { stop(); }
 
 void Passthrough::start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    ended_ = true;
+  });
+  // httplib's stop() is a no-op until the accept loop runs: wait for it, so that an early
+  // stop() cannot leave the loop running forever.
+  while (!server_->is_running() && !ended_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void Passthrough::stop() {

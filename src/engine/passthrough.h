@@ -17,6 +17,7 @@
 // `target` and `on_upstream_failure` concurrently (both must be thread-safe).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +67,7 @@ class Passthrough {
   FailureReport on_failure_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> ended_{false};  // the accept loop returned
 };
 
 // Constant-time equality (for API keys).

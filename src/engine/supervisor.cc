@@ -85,9 +85,9 @@ void Supervisor::sleep_until(SteadyTime deadline) {
   clock_->wait_until(lock, wake_, deadline);
 }
 
-void Supervisor::event_line(const std::string& line) {
+void Supervisor::event_line(const std::string& line, bool console) {
   if (config_.log) config_.log->write_line("kvgate: " + line);
-  if (config_.on_event) config_.on_event(line);
+  if (console && config_.on_event) config_.on_event(line);
 }
 
 void Supervisor::on_engine_line(std::string_view line) {
@@ -239,8 +239,10 @@ void Supervisor::run_verifying() {
     status_.verification = report;
   }
   if (report) {
-    for (const auto& v : report->verified) event_line("verified: " + v);
-    for (const auto& f : report->findings) event_line("MISMATCH: " + f);
+    // The details go to the log; the transition's cause summarises them.
+    for (const auto& v : report->verified) event_line("verified: " + v, false);
+    for (const auto& w : report->warnings) event_line("warning: " + w, false);
+    for (const auto& f : report->findings) event_line("MISMATCH: " + f, false);
   }
   if (report && !report->passed()) {
     if (config_.on_mismatch == OnMismatch::kFail) {

@@ -57,7 +57,8 @@ struct SupervisorConfig {
   OnMismatch on_mismatch = OnMismatch::kFail;
   VerifierFactory verifier;                        // empty: nothing is verified
   std::shared_ptr<RotatingLog> log;                // engine output + "kvgate:" event lines; may be null
-  std::function<void(std::string_view)> on_event;  // one line per event (e.g. to stderr); may be empty
+  // One line per event (transitions, starts, stops; e.g. to stderr); may be empty.
+  std::function<void(std::string_view)> on_event;
 };
 
 struct SupervisorStatus {
@@ -112,7 +113,8 @@ class Supervisor {
   void run_restarting();
   void stop_engine(const char* why);
   void fire(Event event, const std::string& cause);
-  void event_line(const std::string& line);
+  // To the log, and to on_event when `console`.
+  void event_line(const std::string& line, bool console = true);
   bool stop_requested();
   void sleep_until(SteadyTime deadline);
   void on_engine_line(std::string_view line);

@@ -196,6 +196,11 @@ Result<ServerCaps> analyze_probes(const ProbeRecord& record) {
       caps.rejected.emplace(std::string(probe), error_line(it->second));
     }
   }
+  if (auto ngl = record.runs.find("-ngl 0 --version"); ngl != record.runs.end()) {
+    for (const auto& l : ngl->second.lines) {
+      if (contains(l, "no usable GPU found")) caps.gpu_offload = false;
+    }
+  }
   auto help = record.runs.find("--help");
   if (help != record.runs.end()) caps.help_flags = parse_help_flags(help->second.lines);
 

@@ -47,6 +47,7 @@ TEST(ServerCapsTest, MainlineFixture) {
     EXPECT_TRUE(c.help_flags.count(f)) << f;
   }
   EXPECT_EQ(c.describe(), "mainline llama.cpp 0.4.0-dev (build 1, commit 80fb11a) at llama-server");
+  EXPECT_FALSE(c.gpu_offload);  // the pinned engine is a CPU build
 }
 
 TEST(ServerCapsTest, IkFixture) {
@@ -75,6 +76,7 @@ TEST(ServerCapsTest, IkFixture) {
   EXPECT_FALSE(c.help_flags.count("--alias"));
   EXPECT_TRUE(c.help_flags.count("-cram-n-min"));
   EXPECT_TRUE(c.help_flags.count("--ctx-checkpoints-interval"));
+  EXPECT_TRUE(c.gpu_offload);
 }
 
 TEST(ServerCapsTest, RecordRoundTrip) {

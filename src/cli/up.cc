@@ -1,0 +1,256 @@
+// kvgate up [MODEL.gguf] [--config FILE] [--listen ADDR] [planner and engine options]
+//
+// plan → launch → verify → serve, then supervise until SIGINT/SIGTERM:
+//   1. take the instance locks (listen address, model) and the listen port;
+//   2. probe the llama-server build (cached) and map the settings to its flags;
+//   3. plan the memory from the GGUF (refusing a plan over --memory);
+//   4. start the engine under the supervisor (engine/supervisor.h): /health, the startup
+//      log checked as it arrives, a real 1-token completion, then deep health probes,
+//      restarts on crash or hang;
+//   5. serve the pass-through (engine/passthrough.h) on --listen and print what is running.
+// Exit: 0 after a requested stop, 1 when the engine cannot be started or kvgate gives up
+// (a service manager then restarts it), 2 for usage errors.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/up_options.h"
+#include "engine/instance_lock.h"
+#include "engine/live_doctor.h"
+#include "engine/passthrough.h"
+#include "engine/pinned.h"
+#include "engine/probe.h"
+#include "engine/rotating_log.h"
+#include "engine/supervisor.h"
+#include "gguf/file.h"
+#include "gguf/synth.h"
+#include "plan/launch_args.h"
+#include "plan/memory_model.h"
+#include "plan/model_desc.h"
+#include "util/net.h"
+#include "util/units.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void say(const std::string& line) { std::fprintf(stderr, "kvgate up: %s\n", line.c_str()); }
+
+std::string clock_time() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string random_key() {
+  std::random_device rd;
+  std::string key;
+  for (int i = 0; i < 4; ++i) key += fmt::format("{:08x}", rd());
+  return key;
+}
+
+// The model to serve: the given file, or the built-in default model (written when missing).
+Result<fs::path> resolve_model(const std::optional<std::string>& given) {
+  std::error_code ec;
+  if (given) {
+    if (!fs::is_regular_file(*given, ec)) return Error(fmt::format("model '{}' is not a file", *given));
+    return fs::canonical(*given);
+  }
+  const fs::path path = engine::default_model_path();
+  if (fs::is_regular_file(path, ec)) return path;
+  say(fmt::format("writing the built-in default model to {}", path.string()));
+  const auto* preset = gguf::find_synth_preset("default");
+  if (preset == nullptr) return Error("the built-in default model preset is missing");
+  KV_ASSIGN_OR_RETURN(auto vocab_path, engine::vocab_file("qwen2"));
+  KV_ASSIGN_OR_RETURN(auto vocab, gguf::File::open(vocab_path));
+  fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + fmt::format(".tmp{}", ::getpid());
+  auto written = gguf::synthesize(preset->spec, &vocab, tmp);
+  if (!written) return std::move(written).error().with_context("writing the default model");
+  fs::rename(tmp, path, ec);
+  if (ec) return Error(fmt::format("cannot move the default model into place: {}", ec.message()));
+  return path;
+}
+
+std::string mib(uint64_t bytes) { return util::format_mib(bytes) + " MiB"; }
+
+std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t>& budget) {
+  std::string kv;
+  for (const auto& c : p.caches) {
+    const std::string role = c.role == plan::CacheRole::kMain ? "" : std::string(plan::cache_role_name(c.role)) + " ";
+    kv += fmt::format("{}{}{}/{} {} cells × {} layers {}", kv.empty() ? "" : ", ", role, c.type_k,
+                      c.type_v.empty() ? "-" : c.type_v, c.cells, c.layers, mib(c.bytes()));
+  }
+  std::string out = fmt::format("ctx {} ({} slot{} × {}), KV {}", p.n_ctx, p.n_seq_max, p.n_seq_max == 1 ? "" : "s",
+                                p.n_ctx_slot, kv.empty() ? "none" : kv);
+  if (p.recurrent) out += fmt::format(", recurrent state {}", mib(p.recurrent_bytes()));
+  out += fmt::format("; weights {} device + {} host; compute ≈ {}; total {} incl. {} reserve",
+                     mib(p.weights_device), mib(p.weights_host), mib(p.compute_device + p.compute_host),
+                     util::format_bytes(p.total()), util::format_bytes(p.reserve));
+  if (budget) out += fmt::format(" (budget {})", util::format_bytes(*budget));
+  if (p.estimate) out += " [estimate]";
+  return out;
+}
+
+}  // namespace
+
+int run_up(int argc, char** argv) {
+  // SIGINT/SIGTERM are collected with sigtimedwait below; block them before any thread
+  // exists so every thread inherits the mask (children get a clean mask from Subprocess).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.", "kvgate up"};
+  UpOptions options;
+  add_up_options(app, options);
+  if (auto code = parse_args(app, argc, argv)) return *code;
+  auto fail = [](const std::string& msg, int code = kExitFailure) {
+    say(msg);
+    return code;
+  };
+  if (options.config) {
+    if (auto st = merge_config_file(*options.config, options); !st) return fail(st.error().message(), kExitUsage);
+  }
+  auto resolved = resolve_up_options(options);
+  if (!resolved) return fail(resolved.error().message(), kExitUsage);
+  UpConfig cfg = std::move(*resolved);
+  if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
+    return fail(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                            cfg.listen.host),
+                kExitUsage);
+  }
+
+  // 1. Model, locks, port.
+  auto model = resolve_model(cfg.model);
+  if (!model) return fail(model.error().message());
+  const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
+  const std::string who = fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), model->string(), listen);
+  auto lock = engine::InstanceLock::acquire({"listen " + listen, "model " + model->string()}, who);
+  if (!lock) return fail(lock.error().message());
+
+  // 2. The build and its flags.
+  auto server = engine::resolve_server(cfg.server);
+  if (!server) return fail(server.error().message());
+  auto probed = engine::probe_server(*server);
+  if (!probed) return fail(probed.error().message());
+  const plan::ServerCaps& caps = probed->caps;
+  plan::ServerSettings& settings = cfg.settings;
+  settings.model_path = model->string();
+  settings.n_gpu_layers = cfg.n_gpu_layers.value_or(caps.gpu_offload ? -1 : 0);
+  settings.api_key = random_key();
+
+  // 3. The plan.
+  auto gguf_file = gguf::File::open(*model);
+  if (!gguf_file) return fail(gguf_file.error().message());
+  auto desc = plan::describe_model(*gguf_file);
+  if (!desc) return fail(desc.error().message());
+  auto memory = plan::plan_memory(*desc, settings,
+                                  {.fork = caps.fork, .reserve_bytes = cfg.reserve, .has_accelerator = caps.gpu_offload});
+  if (!memory) return fail("planning: " + memory.error().message());
+  if (cfg.memory_budget && memory->total() > *cfg.memory_budget) {
+    return fail(fmt::format("the plan needs {}, more than --memory {}: {}. Try kvgate plan {} --fit --memory {}",
+                            util::format_bytes(memory->total()), util::format_bytes(*cfg.memory_budget),
+                            plan_summary(*memory, cfg.memory_budget), model->string(), options.values["memory"]));
+  }
+  auto args = plan::launch_args(settings, caps);
+  if (!args) return fail(args.error().message());
+
+  const fs::path log_dir = cfg.log_dir ? fs::path(*cfg.log_dir)
+                                       : engine::cache_root() / "logs" /
+                                             fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
+  if (!log) return fail(log.error().message());
+
+  engine::SupervisorConfig sc;
+  sc.launch = {.binary = *server, .args = *args, .api_key = *settings.api_key};
+  sc.restart = cfg.restart;
+  sc.timing = cfg.timing;
+  sc.on_mismatch = cfg.on_mismatch;
+  sc.verifier = engine::doctor_verifier_factory(*memory, settings);
+  sc.log = std::shared_ptr<engine::RotatingLog>(std::move(*log));
+  sc.on_event = [](std::string_view line) { std::fprintf(stderr, "[%s] %.*s\n", clock_time().c_str(),
+                                                         static_cast<int>(line.size()), line.data()); };
+  engine::Supervisor supervisor(std::move(sc));
+  engine::InstanceLock* lock_ptr = lock->get();
+  supervisor.add_listener([lock_ptr, who](const engine::Transition&, const engine::SupervisorStatus& st) {
+    if (st.endpoint) lock_ptr->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
+  });
+
+  // 4. Listen before the engine starts: a port held by another process is an error, never
+  // a silent move to another port (this process holds the lock, so it is not a kvgate up).
+  auto passthrough = engine::Passthrough::bind(
+      {.host = cfg.listen.host, .port = cfg.listen.port, .api_key = cfg.api_key.value_or("")},
+      [&supervisor](std::string* why) -> std::optional<engine::EngineEndpoint> {
+        const auto st = supervisor.status();
+        if (engine::is_serving(st.state) && st.endpoint) return st.endpoint;
+        *why = fmt::format("it is {}", engine::state_name(st.state));
+        return std::nullopt;
+      },
+      [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); });
+  if (!passthrough) return fail(passthrough.error().message() + " (no kvgate up holds it: another program does)");
+  (*passthrough)->start();
+
+  say(fmt::format("engine: {}", caps.describe()));
+  say(fmt::format("plan: {}", plan_summary(*memory, cfg.memory_budget)));
+  say(fmt::format("engine log: {}", (log_dir / "engine.log").string()));
+  supervisor.start();
+
+  // 5. Serve until a signal, or until the supervisor gives up.
+  bool announced = false;
+  int exit_code = kExitOk;
+  for (;;) {
+    siginfo_t info{};
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int sig = ::sigtimedwait(&stop_signals, &info, &tick);
+    if (sig > 0) {
+      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+      break;
+    }
+    const auto st = supervisor.status();
+    if (st.state == engine::State::kFailed) {
+      say("giving up: " + st.cause);
+      exit_code = kExitFailure;
+      break;
+    }
+    if (!announced && engine::is_serving(st.state)) {
+      announced = true;
+      say(fmt::format("ready in {:.1f} s: engine pid {} on {}", static_cast<double>(st.last_start.count()) / 1000.0,
+                      st.pid, st.endpoint ? st.endpoint->base_url() : "?"));
+      if (st.verification && !st.verification->checker.empty()) {
+        say(fmt::format("startup log checked ({}):", st.verification->checker));
+        for (const auto& v : st.verification->verified) say("  ok: " + v);
+        for (const auto& w : st.verification->warnings) say("  warning: " + w);
+        for (const auto& f : st.verification->findings) say("  MISMATCH (--on-mismatch warn): " + f);
+      } else {
+        say("startup log: not checked (no verifier available)");
+      }
+      say(fmt::format("gateway: {}/v1  (pass-through to the engine{})", (*passthrough)->url(),
+                      cfg.api_key ? "; clients send --api-key" : ""));
+      std::fflush(stderr);
+    }
+  }
+  (*passthrough)->stop();
+  supervisor.stop();
+  return exit_code;
+}
+
+}  // namespace kvgate::cli

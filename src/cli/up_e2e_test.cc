@@ -1,0 +1,236 @@
+// `kvgate up` end to end: the real kvgate binary supervising the real pinned llama-server on
+// a synthesized model, served through the pass-through; single-instance locks; a port held
+// by another program; kvgate killed with SIGKILL leaves no engine behind.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/pinned.h"
+#include "gguf/file.h"
+#include "gguf/synth.h"
+#include "util/net.h"
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kKvgate = std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate";
+
+bool process_exists(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  if (!stat) return false;
+  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = s.rfind(')');
+  return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] != 'Z';
+}
+
+// A running `kvgate up` with its output collected.
+class Up {
+ public:
+  explicit Up(std::vector<std::string> args) {
+    args.insert(args.begin(), {kKvgate, "up"});
+    auto p = util::Subprocess::spawn({.argv = args, .on_line = [this](std::string_view l) {
+                                        std::lock_guard lock(mu_);
+                                        out_ += std::string(l) + "\n";
+                                        cv_.notify_all();
+                                      }});
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    if (p.ok()) process_ = std::move(*p);
+  }
+  // Waits until the output contains `text` (true) or the process ends / time passes (false).
+  bool wait_for(const std::string& text, std::chrono::seconds timeout = std::chrono::seconds(120)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(mu_);
+    while (out_.find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      lock.unlock();
+      const bool alive = process_ && process_->running();
+      lock.lock();
+      if (!alive && out_.find(text) == std::string::npos) return false;
+      cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    return true;
+  }
+  int wait_exit(std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    auto st = process_->wait_for(timeout);
+    if (!st) return -1000;
+    process_->stop();  // joins the output reader
+    return st->signaled() ? -st->signal : st->code;
+  }
+  pid_t engine_pid() {
+    std::lock_guard lock(mu_);
+    std::smatch m;
+    static const std::regex re(R"(ready in [0-9.]+ s: engine pid (\d+))");
+    return std::regex_search(out_, m, re) ? static_cast<pid_t>(std::stoi(m[1])) : 0;
+  }
+  std::string output() {
+    std::lock_guard lock(mu_);
+    return out_;
+  }
+  util::Subprocess& process() { return *process_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string out_;
+  std::unique_ptr<util::Subprocess> process_;
+};
+
+class UpE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("kvgate_up_e2e_{}_{}", ::getpid(),
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    model_ = synth("m.gguf");
+    auto port = util::pick_free_port();
+    ASSERT_TRUE(port.ok());
+    port_ = *port;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path synth(const std::string& name) {
+    auto vocab_path = engine::vocab_file("qwen2");
+    EXPECT_TRUE(vocab_path.ok());
+    auto vocab = gguf::File::open(*vocab_path);
+    EXPECT_TRUE(vocab.ok());
+    const fs::path path = dir_ / name;
+    EXPECT_TRUE(gguf::synthesize(*gguf::synth_defaults("qwen3"), &*vocab, path).ok());
+    return path;
+  }
+
+  std::vector<std::string> args(const fs::path& model, uint16_t port, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{model.string(), "--listen", fmt::format("127.0.0.1:{}", port), "--ctx", "2048",
+                               "--threads", "2", "--health-interval", "1s", "--log-dir", (dir_ / "logs").string()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  fs::path dir_;
+  fs::path model_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
+  Up up(args(model_, port_, {"--api-key", "client-key"}));
+  ASSERT_TRUE(up.wait_for(fmt::format("gateway: http://127.0.0.1:{}/v1", port_))) << up.output();
+  const std::string out = up.output();
+  EXPECT_NE(out.find("startup log checked (plan vs startup log):"), std::string::npos) << out;
+  EXPECT_NE(out.find("ok: KV cache"), std::string::npos) << out;
+  EXPECT_NE(out.find("plan: ctx 2048 (1 slot × 2048), KV f16/f16"), std::string::npos) << out;
+  const pid_t engine = up.engine_pid();
+  ASSERT_GT(engine, 0) << out;
+
+  httplib::Client client("127.0.0.1", port_);
+  client.set_read_timeout(std::chrono::seconds(60));
+  const httplib::Headers auth{{"Authorization", "Bearer client-key"}};
+  // A chat completion; the weights are random, so a grammar keeps the output parseable.
+  const json chat = {{"messages", json::array({{{"role", "user"}, {"content", "Say something."}}})},
+                     {"max_tokens", 4},
+                     {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+  auto res = client.Post("/v1/chat/completions", auth, chat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_TRUE(json::parse(res->body)["choices"][0]["message"]["content"].is_string()) << res->body;
+  res = client.Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  // Streaming is relayed as server-sent events.
+  res = client.Post("/v1/completions", auth, R"({"prompt":"Hello","max_tokens":3,"stream":true})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/event-stream", 0), 0u);
+  EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos) << res->body;
+  res = client.Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+
+  // A second kvgate up on the same address is refused, naming the first one.
+  Up same_port(args(synth("other.gguf"), port_));
+  EXPECT_EQ(same_port.wait_exit(), 1);
+  const std::string refused = same_port.output();
+  EXPECT_NE(refused.find(fmt::format("listen 127.0.0.1:{} is already served: kvgate up (pid {})", port_,
+                                     up.process().pid())),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find(fmt::format("engine pid {}", engine)), std::string::npos) << refused;
+  // ... and so is one serving the same model elsewhere.
+  auto other_port = util::pick_free_port();
+  ASSERT_TRUE(other_port.ok());
+  Up same_model(args(model_, *other_port));
+  EXPECT_EQ(same_model.wait_exit(), 1);
+  EXPECT_NE(same_model.output().find("is already served: kvgate up (pid"), std::string::npos) << same_model.output();
+
+  // SIGTERM: a clean stop, the engine with it.
+  up.process().signal_group(SIGTERM);
+  EXPECT_EQ(up.wait_exit(), 0) << up.output();
+  EXPECT_FALSE(process_exists(engine));
+  EXPECT_NE(up.output().find("engine ready -> stopped: stop requested"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "logs" / "engine.log"));
+}
+
+TEST_F(UpE2eTest, KilledKvgateLeavesNoEngine) {
+  Up up(args(model_, port_));
+  ASSERT_TRUE(up.wait_for("gateway: http://")) << up.output();
+  const pid_t engine = up.engine_pid();
+  ASSERT_GT(engine, 0);
+  ASSERT_TRUE(process_exists(engine));
+  ::kill(up.process().pid(), SIGKILL);
+  EXPECT_EQ(up.wait_exit(), -SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (process_exists(engine) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(process_exists(engine)) << "engine pid " << engine << " outlived kvgate";
+}
+
+TEST_F(UpE2eTest, APortHeldByAnotherProgramIsAnError) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port_);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  Up up(args(model_, port_));
+  EXPECT_EQ(up.wait_exit(), 1);
+  const std::string out = up.output();
+  EXPECT_NE(out.find(fmt::format("cannot listen on 127.0.0.1:{}", port_)), std::string::npos) << out;
+  EXPECT_NE(out.find("another program"), std::string::npos) << out;
+  EXPECT_EQ(out.find("engine start"), std::string::npos) << "the engine must not start: " << out;
+  ::close(fd);
+}
+
+TEST_F(UpE2eTest, UsageErrors) {
+  Up open({model_.string(), "--listen", "0.0.0.0:" + std::to_string(port_)});
+  EXPECT_EQ(open.wait_exit(), 2);
+  EXPECT_NE(open.output().find("give --api-key"), std::string::npos) << open.output();
+  Up missing(args(dir_ / "missing.gguf", port_));
+  EXPECT_EQ(missing.wait_exit(), 1);
+  EXPECT_NE(missing.output().find("is not a file"), std::string::npos) << missing.output();
+  // A setting the build cannot express: refused before anything starts.
+  Up ik_only(args(model_, port_, {"--cache-ram-similarity", "0.5"}));
+  EXPECT_EQ(ik_only.wait_exit(), 1);
+  EXPECT_NE(ik_only.output().find("setting cache_ram_similarity = 0.50 cannot be expressed for mainline"),
+            std::string::npos)
+      << ik_only.output();
+}
+
+}  // namespace
+}  // namespace kvgate::cli

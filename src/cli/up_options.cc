@@ -1,0 +1,322 @@
+#include "cli/up_options.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "util/units.h"
+
+namespace kvgate::cli {
+namespace {
+
+constexpr UpOptionInfo kOptions[] = {
+    {"listen", "where the gateway listens, HOST:PORT (default 127.0.0.1:8787)"},
+    {"api-key", "key clients must send (Authorization: Bearer KEY); required off loopback"},
+    {"server", "llama-server binary (default: $KVGATE_SERVER, then the pinned build)"},
+    {"ctx", "total context in tokens, e.g. 4096, 64k (default 4096)", false, "-c"},
+    {"ctk", "K cache type (default f16)"},
+    {"ctv", "V cache type (default: the K type)"},
+    {"parallel", "slots (default 1)", false, "--np"},
+    {"batch", "logical batch (default 2048)"},
+    {"ubatch", "physical batch (default 512)", false, "--ub"},
+    {"ngl", "layers on the GPU: a number or all (default: all when the build can offload, else 0)"},
+    {"memory", "memory budget, e.g. 32GiB: refuse to start when the plan exceeds it"},
+    {"reserve", "memory kept free for OS and driver within the budget (default 1GiB)"},
+    {"flash-attn", "on|off|auto (default auto)", false, "--fa"},
+    {"kvu", "one KV pool shared by all slots (mainline -kvu)", true},
+    {"no-kvu", "a KV pool per slot (mainline -no-kvu)", true},
+    {"swa-full", "full-size sliding-window cache (mainline --swa-full)", true},
+    {"cache-ram", "host prompt cache limit (-cram), e.g. 8GiB or 8192 (MiB); 0 disables"},
+    {"cache-reuse", "mainline --cache-reuse N (chunk reuse by KV shift)"},
+    {"cache-ram-similarity", "ik -crs F"},
+    {"cache-ram-n-min", "ik -cram-n-min N"},
+    {"ctx-checkpoints", "context checkpoints per slot"},
+    {"context-shift", "on|off (default off: kvgate compacts instead)"},
+    {"jinja", "on|off (default on)"},
+    {"timeout", "engine socket time-out in seconds (default 3600)"},
+    {"threads", "engine CPU threads"},
+    {"mla", "ik -mla 0..3"},
+    {"alias", "model name the engine reports"},
+    {"on-mismatch", "fail|warn: what a startup log that contradicts the plan does (default fail)"},
+    {"log-dir", "engine log directory (default ~/.cache/kvgate/logs/up-HOST-PORT)"},
+    {"log-max-size", "rotate the engine log at this size (default 20MiB)"},
+    {"log-keep", "rotated engine logs kept (default 5)"},
+    {"health-interval", "time between deep health probes (default 10s)"},
+    {"probe-timeout", "time-out of one deep probe (default 5s)"},
+    {"start-timeout", "spawn to /health 200 (default 5m)"},
+    {"ready-timeout", "/health 200 to a completed token (default 2m)"},
+    {"stop-grace", "SIGTERM to SIGKILL (default 10s)"},
+    {"zombie-after", "failed deep probes in a row that make the engine a zombie (default 3)"},
+    {"backoff", "first restart delay (default 1s), doubling per restart"},
+    {"backoff-max", "restart delay cap (default 60s)"},
+    {"max-failed-starts", "starts in a row that never get ready before giving up (default 5; 0 = never)"},
+};
+
+bool known(std::string_view name) {
+  for (const auto& o : kOptions) {
+    if (o.name == name) return true;
+  }
+  return false;
+}
+
+template <typename T>
+Result<T> number(const std::string& name, const std::string& v, T min, T max) {
+  T out{};
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || ptr != v.data() + v.size() || out < min || out > max) {
+    return Error(fmt::format("--{} '{}': expected a whole number from {} to {}", name, v, min, max));
+  }
+  return out;
+}
+
+Result<bool> on_off(const std::string& name, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  return Error(fmt::format("--{} '{}': expected on or off", name, v));
+}
+
+}  // namespace
+
+std::span<const UpOptionInfo> up_option_table() { return kOptions; }
+
+void add_up_options(CLI::App& app, UpOptions& options) {
+  app.add_option("model", options.model, "GGUF model (default: the built-in default model, written when missing)");
+  app.add_option("--config", options.config, "JSON file with these options (the command line wins)");
+  for (const auto& o : kOptions) {
+    const std::string name(o.name);
+    std::string spelling = "--" + name;
+    if (!o.aliases.empty()) spelling += "," + std::string(o.aliases);
+    if (o.flag) {
+      app.add_flag_callback(spelling, [&options, name] { options.values[name] = "on"; }, std::string(o.help));
+    } else {
+      app.add_option_function<std::string>(
+          spelling, [&options, name](const std::string& v) { options.values[name] = v; }, std::string(o.help));
+    }
+  }
+}
+
+Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options) {
+  const auto doc = nlohmann::json::parse(json, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return Error(fmt::format("{}: not a JSON object", origin));
+  for (const auto& [raw_key, value] : doc.items()) {
+    std::string key = raw_key;
+    for (char& c : key) c = c == '_' ? '-' : c;
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_boolean()) {
+      text = value.get<bool>() ? "on" : "off";
+    } else if (value.is_number()) {
+      text = value.dump();
+    } else if (value.is_null()) {
+      continue;
+    } else {
+      return Error(fmt::format("{}: \"{}\" must be a string, number or boolean", origin, raw_key));
+    }
+    if (key == "model") {
+      if (!options.model) options.model = text;
+    } else if (key == "config") {
+      return Error(fmt::format("{}: a config file cannot name another config file", origin));
+    } else if (!known(key)) {
+      return Error(fmt::format("{}: unknown option \"{}\" (kvgate up --help lists them)", origin, raw_key));
+    } else if (!options.values.count(key)) {
+      options.values[key] = text;
+    }
+  }
+  return {};
+}
+
+Status merge_config_file(const std::string& path, UpOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(fmt::format("cannot read config file '{}'", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return merge_config_json(ss.str(), path, options);
+}
+
+std::vector<std::string> to_up_args(const UpOptions& options) {
+  std::vector<std::string> out;
+  if (options.model) out.push_back(*options.model);
+  if (options.config) out.insert(out.end(), {"--config", *options.config});
+  for (const auto& o : kOptions) {
+    auto it = options.values.find(std::string(o.name));
+    if (it == options.values.end()) continue;
+    if (!o.flag) {
+      out.insert(out.end(), {"--" + it->first, it->second});
+    } else if (it->second == "on") {
+      out.push_back("--" + it->first);
+    }
+  }
+  return out;
+}
+
+Result<ListenAddress> parse_listen(std::string_view text) {
+  ListenAddress a;
+  std::string port_text(text);
+  const size_t colon = text.rfind(':');
+  if (colon != std::string_view::npos) {
+    a.host = std::string(text.substr(0, colon));
+    port_text = std::string(text.substr(colon + 1));
+    if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  } else {
+    a.host = "127.0.0.1";
+  }
+  if (a.host.empty()) return Error(fmt::format("--listen '{}': no host (use HOST:PORT)", text));
+  auto port = number<uint32_t>("listen", port_text, 1, 65535);
+  if (!port) return Error(fmt::format("--listen '{}': expected HOST:PORT with a port from 1 to 65535", text));
+  a.port = static_cast<uint16_t>(*port);
+  return a;
+}
+
+Result<engine::Millis> parse_duration(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+  const std::string num(text.substr(0, i));
+  const std::string unit(text.substr(i));
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
+  double scale = 0;
+  if (unit == "ms") scale = 1;
+  else if (unit == "s" || unit.empty()) scale = 1000;
+  else if (unit == "m" || unit == "min") scale = 60000;
+  else if (unit == "h") scale = 3600000;
+  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || scale == 0 || value * scale > 1e15) {
+    return Error(fmt::format("'{}' is not a duration (e.g. 500ms, 10s, 5m, 1h)", text));
+  }
+  return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
+}
+
+Result<UpConfig> resolve_up_options(const UpOptions& options) {
+  UpConfig c;
+  c.model = options.model;
+  plan::ServerSettings& s = c.settings;
+  for (const auto& [name, v] : options.values) {
+    auto duration = [&](engine::Millis& out) -> Status {
+      auto d = parse_duration(v);
+      if (!d) return Error(fmt::format("--{}: {}", name, d.error().message()));
+      if (d->count() <= 0) return Error(fmt::format("--{}: must be positive", name));
+      out = *d;
+      return {};
+    };
+    auto u32 = [&](uint32_t min = 0) { return number<uint32_t>(name, v, min, std::numeric_limits<uint32_t>::max()); };
+    if (name == "listen") {
+      KV_ASSIGN_OR_RETURN(c.listen, parse_listen(v));
+    } else if (name == "api-key") {
+      if (v.empty()) return Error("--api-key: empty key");
+      c.api_key = v;
+    } else if (name == "server") {
+      c.server = v;
+    } else if (name == "ctx") {
+      auto t = util::parse_tokens(v);
+      if (!t || *t == 0 || *t > std::numeric_limits<uint32_t>::max()) {
+        return Error(fmt::format("--ctx '{}': expected a token count such as 4096 or 64k", v));
+      }
+      s.ctx = static_cast<uint32_t>(*t);
+    } else if (name == "ctk") {
+      s.cache_type_k = v;
+      if (!options.values.count("ctv")) s.cache_type_v = v;
+    } else if (name == "ctv") {
+      s.cache_type_v = v;
+    } else if (name == "parallel") {
+      KV_ASSIGN_OR_RETURN(s.parallel, u32(1));
+    } else if (name == "batch") {
+      KV_ASSIGN_OR_RETURN(s.batch, u32(1));
+    } else if (name == "ubatch") {
+      KV_ASSIGN_OR_RETURN(s.ubatch, u32(1));
+    } else if (name == "ngl") {
+      if (v == "all") {
+        c.n_gpu_layers = -1;
+      } else {
+        KV_ASSIGN_OR_RETURN(c.n_gpu_layers, number<int32_t>(name, v, -1, 100000));
+      }
+    } else if (name == "memory" || name == "reserve") {
+      auto b = util::parse_bytes(v);
+      if (!b) return Error(fmt::format("--{} '{}': {}", name, v, b.error().message()));
+      if (name == "memory") c.memory_budget = *b;
+      else c.reserve = *b;
+    } else if (name == "flash-attn") {
+      if (v == "on") s.flash_attn = plan::FlashAttn::kOn;
+      else if (v == "off") s.flash_attn = plan::FlashAttn::kOff;
+      else if (v == "auto") s.flash_attn = plan::FlashAttn::kAuto;
+      else return Error(fmt::format("--flash-attn '{}': expected on, off or auto", v));
+    } else if (name == "cache-ram") {
+      auto b = util::parse_bytes(v);  // a bare number is MiB, like the engine's -cram
+      if (!b) return Error(fmt::format("--cache-ram '{}': {}", v, b.error().message()));
+      s.cache_ram_mib = *b / util::kMiB;
+    } else if (name == "cache-reuse") {
+      KV_ASSIGN_OR_RETURN(s.cache_reuse, u32());
+    } else if (name == "cache-ram-similarity") {
+      double d = 0;
+      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+      if (ec != std::errc() || ptr != v.data() + v.size() || d < 0 || d > 1) {
+        return Error(fmt::format("--cache-ram-similarity '{}': expected a fraction from 0 to 1", v));
+      }
+      s.cache_ram_similarity = d;
+    } else if (name == "cache-ram-n-min") {
+      KV_ASSIGN_OR_RETURN(s.cache_ram_n_min, u32());
+    } else if (name == "ctx-checkpoints") {
+      KV_ASSIGN_OR_RETURN(s.ctx_checkpoints, u32());
+    } else if (name == "context-shift") {
+      KV_ASSIGN_OR_RETURN(s.context_shift, on_off(name, v));
+    } else if (name == "kvu" || name == "no-kvu") {
+      KV_ASSIGN_OR_RETURN(const bool on, on_off(name, v));
+      if (on) {
+        if (s.kv_unified && *s.kv_unified != (name == "kvu")) return Error("--kvu and --no-kvu contradict each other");
+        s.kv_unified = name == "kvu";
+      }
+    } else if (name == "swa-full") {
+      KV_ASSIGN_OR_RETURN(s.swa_full, on_off(name, v));
+    } else if (name == "jinja") {
+      KV_ASSIGN_OR_RETURN(s.jinja, on_off(name, v));
+    } else if (name == "timeout") {
+      KV_ASSIGN_OR_RETURN(s.timeout_s, u32(1));
+    } else if (name == "threads") {
+      KV_ASSIGN_OR_RETURN(s.threads, u32(1));
+    } else if (name == "mla") {
+      KV_ASSIGN_OR_RETURN(s.mla, number<int32_t>(name, v, 0, 3));
+    } else if (name == "alias") {
+      s.alias = v;
+    } else if (name == "on-mismatch") {
+      if (v == "fail") c.on_mismatch = engine::OnMismatch::kFail;
+      else if (v == "warn") c.on_mismatch = engine::OnMismatch::kWarn;
+      else return Error(fmt::format("--on-mismatch '{}': expected fail or warn", v));
+    } else if (name == "log-dir") {
+      c.log_dir = v;
+    } else if (name == "log-max-size") {
+      auto b = util::parse_bytes(v);
+      if (!b || *b < 4096) return Error(fmt::format("--log-max-size '{}': expected a size of at least 4KiB", v));
+      c.log_max_bytes = *b;
+    } else if (name == "log-keep") {
+      KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));
+    } else if (name == "health-interval") {
+      KV_TRY(duration(c.timing.health_interval));
+    } else if (name == "probe-timeout") {
+      KV_TRY(duration(c.timing.probe_timeout));
+    } else if (name == "start-timeout") {
+      KV_TRY(duration(c.timing.start_timeout));
+    } else if (name == "ready-timeout") {
+      KV_TRY(duration(c.timing.ready_timeout));
+    } else if (name == "stop-grace") {
+      KV_TRY(duration(c.timing.stop_grace));
+    } else if (name == "zombie-after") {
+      KV_ASSIGN_OR_RETURN(c.restart.zombie_after, number<int>(name, v, 1, 1000));
+    } else if (name == "backoff") {
+      KV_TRY(duration(c.restart.backoff_initial));
+    } else if (name == "backoff-max") {
+      KV_TRY(duration(c.restart.backoff_max));
+    } else if (name == "max-failed-starts") {
+      KV_ASSIGN_OR_RETURN(c.restart.max_failed_starts, number<int>(name, v, 0, 1000000));
+    } else {
+      return Error(fmt::format("unknown option --{}", name));
+    }
+  }
+  if (c.restart.backoff_max < c.restart.backoff_initial) c.restart.backoff_max = c.restart.backoff_initial;
+  return c;
+}
+
+}  // namespace kvgate::cli

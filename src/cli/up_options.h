@@ -1,0 +1,86 @@
+// The options of `kvgate up`, shared with `kvgate unit` (which writes them into a service
+// file). Every option may also come from a JSON config file (--config FILE): an object whose
+// keys are the option names without the leading dashes ("ctx", "cache-ram" or "cache_ram",
+// ...; "model" for the positional model), with strings, numbers or booleans (true/false for
+// on/off options). The command line wins over the file; unknown keys are errors.
+//
+// Values are kept as given (strings) until resolve_up_options() checks and converts them,
+// so errors name the option and `kvgate unit` can write them back unchanged. The spellings
+// follow `kvgate plan` (--ctx 64k, --ngl all, --kvu/--no-kvu, --swa-full, --cache-ram SIZE,
+// --ctv defaulting to the K type) so a planned configuration can be started as is.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "engine/live_verifier.h"
+#include "engine/supervisor.h"
+#include "plan/server_settings.h"
+#include "util/result.h"
+
+namespace kvgate::cli {
+
+struct UpOptionInfo {
+  std::string_view name;     // without "--"; also the config file key
+  std::string_view help;
+  bool flag = false;         // takes no value (set = "on")
+  std::string_view aliases;  // extra command-line spellings, comma-separated ("--np")
+};
+std::span<const UpOptionInfo> up_option_table();
+
+struct UpOptions {
+  std::optional<std::string> model;
+  std::optional<std::string> config;
+  std::map<std::string, std::string> values;  // option name → value as given
+};
+
+// Registers the model positional, --config and every option of the table on `app`.
+void add_up_options(CLI::App& app, UpOptions& options);
+
+// Fills the options the command line left unset from the JSON config file.
+Status merge_config_file(const std::string& path, UpOptions& options);
+// The same for a JSON text (for tests); `origin` names it in errors.
+Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options);
+
+// The arguments after `kvgate up` that reproduce `options` (model first, then --config,
+// then the options in table order).
+std::vector<std::string> to_up_args(const UpOptions& options);
+
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+// "HOST:PORT", "[IPv6]:PORT" or "PORT" (host 127.0.0.1).
+Result<ListenAddress> parse_listen(std::string_view text);
+// "250ms", "10s", "5m", "1h"; a bare number is seconds.
+Result<engine::Millis> parse_duration(std::string_view text);
+
+// Checked and converted options. Engine settings not given keep plan::ServerSettings'
+// defaults, except n_gpu_layers, which stays unset here (up picks all layers when the
+// build can offload, else 0).
+struct UpConfig {
+  std::optional<std::string> model;
+  ListenAddress listen{"127.0.0.1", 8787};
+  std::optional<std::string> api_key;   // required from clients
+  std::optional<std::string> server;
+  plan::ServerSettings settings;        // model_path and api_key are set by up
+  std::optional<int32_t> n_gpu_layers;
+  std::optional<uint64_t> memory_budget;
+  uint64_t reserve = 1024ull << 20;
+  engine::OnMismatch on_mismatch = engine::OnMismatch::kFail;
+  engine::SupervisorTiming timing;
+  engine::RestartPolicy restart;
+  std::optional<std::string> log_dir;
+  uint64_t log_max_bytes = 20ull << 20;
+  int log_keep = 5;
+};
+Result<UpConfig> resolve_up_options(const UpOptions& options);
+
+}  // namespace kvgate::cli
