@@ -248,8 +248,10 @@ int run_up(int argc, char** argv) {
       std::fflush(stderr);
     }
   }
-  (*passthrough)->stop();
+  // The engine first: streams still relayed end with it, so the pass-through's workers can
+  // finish and stop() returns promptly.
   supervisor.stop();
+  (*passthrough)->stop();
   return exit_code;
 }
 

@@ -113,6 +113,8 @@ Result<std::unique_ptr<Passthrough>> Passthrough::bind(PassthroughOptions option
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   p->server_->set_payload_max_length(p->options_.max_body_bytes);
+  // Idle keep-alive connections hold a worker until this passes, also when stopping.
+  p->server_->set_keep_alive_timeout(2);
   p->install_routes();
   if (!p->server_->bind_to_port(p->options_.host, p->options_.port)) {
     return Error(fmt::format("cannot listen on {}:{}: the address is in use or not available here; choose another "
