@@ -85,5 +85,19 @@ TEST(SubprocessTest, StopKillsTheWholeGroup) {
   EXPECT_FALSE(process_alive(grandchild)) << "grandchild survived";
 }
 
+TEST(SubprocessTest, StopReachesAStoppedChildWithSigterm) {
+  // A SIGSTOPped child (a hung engine, as the supervisor sees it) acts on SIGTERM only once
+  // continued: stop() must end it with SIGTERM well before the grace period's SIGKILL.
+  auto p = Subprocess::spawn({.argv = {"/bin/sleep", "300"}});
+  ASSERT_TRUE(p.ok());
+  (*p)->signal_group(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  auto status = (*p)->stop(std::chrono::seconds(20));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(status.signaled());
+  EXPECT_EQ(status.signal, SIGTERM);
+}
+
 }  // namespace
 }  // namespace kvgate::util
