@@ -2,6 +2,9 @@
 //                        [--memory SIZE] [--reserve SIZE] [--fork mainline|ik] [--server BIN]
 //                        [--fit] [--json] ...
 //
+// With --server BIN the build is probed (engine/probe.h): its fork is used, a build without
+// GPU support plans everything on the host, and the command line is the build's own spelling
+// of the plan (plan::launch_args), with only flags it accepts.
 // The memory bill of serving MODEL with those settings: weights by device, every KV cache,
 // recurrent state, compute and output buffers, host prompt cache, checkpoints, reserve;
 // against --memory, a verdict. --fit finds the largest context (and with --ctk auto the most
@@ -16,7 +19,10 @@
 #include "cli/command.h"
 #include "cli/plan_options.h"
 #include "cli/plan_report.h"
+#include "engine/probe.h"
 #include "plan/fit.h"
+#include "plan/launch_args.h"
+#include "plan/server_caps.h"
 
 namespace kvgate::cli {
 
@@ -36,6 +42,21 @@ int run_plan(int argc, char** argv) {
     std::fprintf(stderr, "kvgate plan: %s\n", message.c_str());
     return kExitFailure;
   };
+  // --server: the build itself decides the fork, whether -ngl can offload, and the spelling.
+  std::optional<plan::ServerCaps> caps;
+  if (!args.server.empty()) {
+    auto probed = engine::probe_server(args.server);
+    if (!probed) return fail(probed.error().message());
+    caps = probed->caps;
+    const std::string fork = caps->fork == plan::Fork::kIk ? "ik" : "mainline";
+    if (app.count("--fork") > 0 && args.fork != fork && !(args.fork == "ik_llama.cpp" && fork == "ik")) {
+      std::fprintf(stderr, "kvgate plan: --fork %s, but %s is %s\n", args.fork.c_str(), args.server.c_str(),
+                   caps->describe().c_str());
+      return kExitUsage;
+    }
+    args.fork = fork;
+    if (!caps->gpu_offload) args.no_gpu = true;
+  }
   auto resolved = resolve_plan_args(args, app);
   if (!resolved) {
     std::fprintf(stderr, "kvgate plan: %s\n", resolved.error().message().c_str());
@@ -76,11 +97,24 @@ int run_plan(int argc, char** argv) {
                     .budget = resolved->budget,
                     .fit = fitted ? &*fitted : nullptr,
                     .server = args.server.empty() ? "llama-server" : args.server};
+  std::string command_error;
+  if (caps) {
+    plan::ServerSettings launch = settings;
+    launch.model_path = args.model;
+    auto argv_or = plan::launch_args(launch, *caps);
+    if (argv_or) {
+      report.command = {args.server};
+      report.command.insert(report.command.end(), argv_or->begin(), argv_or->end());
+    } else {
+      command_error = argv_or.error().message();
+    }
+  }
   if (as_json) {
     std::printf("%s\n", plan_json(report).dump(2).c_str());
   } else {
     std::fputs(plan_text(report).c_str(), stdout);
   }
+  if (!command_error.empty()) return fail(fmt::format("{} cannot be started with this plan: {}", args.server, command_error));
   if (resolved->budget && memory.total() > *resolved->budget) return kExitFailure;
   return kExitOk;
 }

@@ -127,3 +127,30 @@ INSTANTIATE_TEST_SUITE_P(Architectures, PlanCliE2eTest, ::testing::Values("llama
 
 }  // namespace
 }  // namespace kvgate::cli
+
+namespace kvgate::cli {
+namespace {
+
+// --server: the pinned build is probed; its fork, its lack of a GPU and its spelling decide.
+TEST(PlanCliServerE2eTest, ProbedBuildDecidesForkOffloadAndSpelling) {
+  auto binary = engine::resolve_server();
+  ASSERT_TRUE(binary.ok()) << binary.error().message();
+  auto model = engine::e2e::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "cli_server");
+  ASSERT_TRUE(model.ok());
+  Ran r = kvgate({"plan", model->path().string(), "--ctx", "8192", "--ctk", "q8_0", "--server", binary->string(),
+                  "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = json::parse(r.output);
+  EXPECT_EQ(j["fork"], "mainline");
+  EXPECT_EQ(j["offload"]["offloaded"], 0) << "a CPU-only build offloads nothing";
+  EXPECT_EQ(j["command"][0], binary->string());
+  const std::string line = j["command_line"];
+  for (auto flag : {"-c 8192", "-ctk q8_0", "-ctv q8_0", "-lv 4", "-fit off"}) {
+    EXPECT_NE(line.find(flag), std::string::npos) << flag << " in " << line;
+  }
+  Ran wrong_fork = kvgate({"plan", model->path().string(), "--server", binary->string(), "--fork", "ik"});
+  EXPECT_EQ(wrong_fork.code, 2) << wrong_fork.output;
+}
+
+}  // namespace
+}  // namespace kvgate::cli

@@ -219,7 +219,7 @@ json plan_json(const PlanReport& r) {
   }
   j["estimate"] = p.estimate;
   j["notes"] = p.notes;
-  const auto cmd = plain_server_command(s, p.fork, r.server, r.model_path);
+  const auto cmd = r.command.empty() ? plain_server_command(s, p.fork, r.server, r.model_path) : r.command;
   j["command"] = cmd;
   std::string line;
   for (const auto& a : cmd) line += (line.empty() ? "" : " ") + quote(a);
@@ -282,7 +282,8 @@ std::string plan_text(const PlanReport& r) {
   line("");
   line("server command");
   std::string cmd;
-  for (const auto& a : plain_server_command(s, p.fork, r.server, r.model_path)) cmd += (cmd.empty() ? "" : " ") + quote(a);
+  const auto argv = r.command.empty() ? plain_server_command(s, p.fork, r.server, r.model_path) : r.command;
+  for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + quote(a);
   line("  " + cmd);
   return out;
 }

@@ -24,6 +24,8 @@ struct PlanReport {
   std::optional<uint64_t> budget;
   const plan::FitResult* fit = nullptr;  // when --fit ran
   std::string server = "llama-server";   // binary named in the command line
+  // The command for a probed build (plan::launch_args); empty: the plain spelling.
+  std::vector<std::string> command;
 };
 
 // MiB with two decimals as the engines print them (float division, then %.2f).
