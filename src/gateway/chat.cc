@@ -165,7 +165,9 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   }
 
   // 4. Prepare the upstream request.
-  auto [slot, reassigned] = slots_.acquire(session->id);
+  const auto acquired = slots_.acquire(session->id);
+  const int slot = acquired.first;  // a named copy: lambdas below capture it
+  const bool reassigned = acquired.second;
   body["id_slot"] = slot;
   body["cache_prompt"] = true;
   if (req.stream) {
@@ -257,6 +259,9 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   int overflow_retries = 0;
   while (!failure) {
     body["messages"] = view;
+    if (util::log_enabled(util::LogLevel::kDebug)) {
+      util::log_event(util::LogLevel::kDebug, "upstream_request", {{"session", session->id}, {"body", body}});
+    }
     out = send_chat(body, req.stream, req.include_usage, counted_tokens, writer, relay.get(), cancel, t0);
     if (!out.overflow || !options_.compaction || overflow_retries >= options_.max_overflow_retries) break;
     ++overflow_retries;

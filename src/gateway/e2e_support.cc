@@ -30,6 +30,14 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   if (auto ready = e->process_->wait_ready(std::chrono::seconds(60)); !ready) {
     throw std::runtime_error(ready.error().message());
   }
+  httplib::Client c(e->process_->host(), e->process_->port());
+  c.set_bearer_token_auth(e->api_key.c_str());
+  auto tok = c.Post("/tokenize", R"({"content":" the of and to a in is it that for on with as was he by at"})",
+                    "application/json");
+  if (!tok || tok->status != 200) throw std::runtime_error("tokenize failed while preparing the word bias");
+  const auto tokens = nlohmann::json::parse(tok->body);
+  for (const auto& id : tokens["tokens"]) e->word_bias_.push_back({id, 100});
+  set_default_word_bias(e->word_bias_);
   return e;
 }
 
@@ -72,8 +80,17 @@ JsonAnswer post_json(httplib::Client& client, const std::string& path, const nlo
   return a;
 }
 
+namespace {
+nlohmann::json& default_bias() {
+  static nlohmann::json bias = nlohmann::json::array();
+  return bias;
+}
+}  // namespace
+
+void set_default_word_bias(nlohmann::json bias) { default_bias() = std::move(bias); }
+
 nlohmann::json plain_chat(nlohmann::json messages, int max_tokens) {
-  return {{"messages", std::move(messages)}, {"max_tokens", max_tokens}, {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+  return {{"messages", std::move(messages)}, {"max_tokens", max_tokens}, {"logit_bias", default_bias()}};
 }
 
 }  // namespace kvgate::gateway::testing

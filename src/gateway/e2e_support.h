@@ -30,6 +30,10 @@ class Engine {
   static std::unique_ptr<Engine> start(const EngineOptions& options);
   ~Engine();
   engine::ServerProcess& process() { return *process_; }
+  // A logit bias that makes the random-weight model answer with common English words: fast
+  // and always valid text (random weights otherwise emit bytes that are not UTF-8, which the
+  // engine's output parser rejects).
+  const nlohmann::json& word_bias() const { return word_bias_; }
   EngineEndpoint endpoint() const;
   const std::filesystem::path& model() const { return model_; }
   std::string api_key;
@@ -37,6 +41,7 @@ class Engine {
  private:
   std::filesystem::path model_;
   std::unique_ptr<engine::ServerProcess> process_;
+  nlohmann::json word_bias_ = nlohmann::json::array();
 };
 
 // A Gateway + HttpServer in front of an endpoint provider.
@@ -63,7 +68,10 @@ struct JsonAnswer {
 JsonAnswer post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body,
                      const httplib::Headers& headers = {});
 
-// A chat body that makes the random-weight model answer with plain lowercase words.
+// A chat body that makes the random-weight model answer with plain English words (see
+// Engine::word_bias; the default engine of the current test is used).
 nlohmann::json plain_chat(nlohmann::json messages, int max_tokens = 8);
+// The bias plain_chat uses (set by the most recently started Engine).
+void set_default_word_bias(nlohmann::json bias);
 
 }  // namespace kvgate::gateway::testing

@@ -185,7 +185,7 @@ TEST_F(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
   auto f = front();
   // A long generation, streamed; the client reads the first bytes and leaves.
   json body = {{"messages", convo("Write a very long story.")}, {"max_tokens", 4000}, {"stream", true},
-               {"ignore_eos", true}, {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+               {"ignore_eos", true}, {"logit_bias", engine_->word_bias()}};
   std::atomic<int> chunks{0};
   httplib::Request req;
   req.method = "POST";

@@ -4,6 +4,7 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
+#include "gateway/sse.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -167,31 +168,65 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   if (rr.status != 200 || rj.is_discarded() || !rj.contains("prompt")) {
     return Error(fmt::format("summary: the engine could not render the request ({})", rr.status));
   }
+  // Streamed: a model can emit bytes that are not valid UTF-8, which makes the engine reject
+  // a non-streamed answer as a whole; the stream delivers every piece.
   json completion = {{"prompt", rj["prompt"]},
                      {"n_predict", max_tokens},
                      {"id_slot", slot},
                      {"cache_prompt", true},
                      {"temperature", 0.3},
-                     {"stream", false}};
+                     {"return_progress", true},
+                     {"stream", true}};
   const auto t0 = std::chrono::steady_clock::now();
-  auto res = upstream_->call("POST", "/completion", completion.dump(-1, ' ', false, json::error_handler_t::replace),
-                             std::chrono::duration_cast<std::chrono::milliseconds>(options_.summary_timeout));
+  std::string text;
+  json last;
+  json progress;
+  std::string stream_error;
+  SseParser parser;
+  int status = 0;
+  std::string error_body;
+  auto res = upstream_->stream(
+      "/completion", completion.dump(-1, ' ', false, json::error_handler_t::replace),
+      {.on_start = [&](int st, const std::string&) {
+         status = st;
+         return true;
+       },
+       .on_data = [&](std::string_view data) {
+         if (status != 200) {
+           error_body.append(data);
+           return error_body.size() < 65536;
+         }
+         for (const auto& ev : parser.feed(data)) {
+           auto j = json::parse(ev.data, nullptr, false);
+           if (j.is_discarded() || !j.is_object()) continue;
+           if (j.contains("content") && j["content"].is_string()) text += j["content"].get<std::string>();
+           if (j.contains("prompt_progress") && j["prompt_progress"].is_object()) progress = j["prompt_progress"];
+           if (j.contains("error") && j["error"].is_object()) stream_error = j["error"].value("message", "error");
+           if (j.value("stop", false)) last = j;
+         }
+         return true;
+       }},
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.summary_timeout));
   if (auto* err = std::get_if<UpstreamError>(&res)) return Error("summary: " + err->message);
-  auto& r = std::get<UpstreamResponse>(res);
-  auto j = json::parse(r.body, nullptr, false);
-  if (r.status != 200 || j.is_discarded() || !j.is_object()) {
-    return Error(fmt::format("summary: the engine answered {}", r.status));
+  if (status != 200) return Error(fmt::format("summary: the engine answered {}: {}", status, error_body.substr(0, 300)));
+  // How much of the summary prompt the engine had cached: from its prefill progress (the
+  // final timings are missing when the engine rejected the end of the output).
+  if (progress.is_object()) {
+    stats = {{"prompt_tokens", progress.value("total", 0)}, {"cached_tokens", progress.value("cache", 0)}};
   }
-  std::string text = j.value("content", "");
+  if (!stream_error.empty()) {
+    stats["engine_error"] = stream_error;
+    if (text.empty()) return Error("summary: " + stream_error);
+  }
   if (auto end = text.find("</think>"); end != std::string::npos) text = text.substr(end + 8);
   while (!text.empty() && (text.front() == '\n' || text.front() == ' ')) text.erase(0, 1);
-  if (j.contains("timings") && j["timings"].is_object()) {
-    const json& t = j["timings"];
-    stats = {{"prompt_tokens", t.value("cache_n", 0) + t.value("prompt_n", 0)},
-             {"cached_tokens", t.value("cache_n", 0)},
-             {"generated_tokens", t.value("predicted_n", 0)},
-             {"ms", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()}};
+  if (last.contains("timings") && last["timings"].is_object()) {
+    const json& t = last["timings"];
+    stats["prompt_tokens"] = t.value("cache_n", 0) + t.value("prompt_n", 0);
+    stats["cached_tokens"] = t.value("cache_n", 0);
+    stats["generated_tokens"] = t.value("predicted_n", 0);
   }
+  stats["ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return text;
 }
 

@@ -29,7 +29,7 @@ class OpenAiClientE2eTest : public ::testing::Test {
     std::mutex mu;
     auto proc = util::Subprocess::spawn(
         {.argv = {"/usr/bin/env", "node", script, "http://127.0.0.1:" + std::to_string(front_->port()) + "/v1",
-                  "client-key", scenario},
+                  "client-key", scenario, bias_argument()},
          .on_line = [&](std::string_view l) {
            std::lock_guard lock(mu);
            out.append(l);
@@ -40,6 +40,12 @@ class OpenAiClientE2eTest : public ::testing::Test {
     std::lock_guard lock(mu);
     auto j = json::parse(out, nullptr, false);
     return j.is_discarded() ? json{{"thrown", "not JSON: " + out.substr(0, 1000)}} : j;
+  }
+
+  static std::string bias_argument() {
+    nlohmann::json m = nlohmann::json::object();
+    for (const auto& pair : engine_->word_bias()) m[std::to_string(pair[0].get<int>())] = pair[1];
+    return m.dump();
   }
 
   static testing::Engine* engine_;
