@@ -82,9 +82,9 @@ class SupervisorE2eTest : public ::testing::Test {
     return *p;
   }
 
-  // Short intervals so a hang is detected in a few seconds; generous start deadlines for a
-  // loaded machine.
-  SupervisorConfig config(const plan::MemoryPlan& expected) {
+  // Generous start deadlines and probe time-outs for a loaded machine (a slow probe must not
+  // look like a hang); the zombie test shortens the probe time-out to detect its hang quickly.
+  SupervisorConfig config(const plan::MemoryPlan& expected, std::chrono::milliseconds probe_timeout = std::chrono::seconds(10)) {
     SupervisorConfig c;
     auto args = plan::launch_args(settings_, caps_);
     EXPECT_TRUE(args.ok()) << args.error().message();
@@ -92,7 +92,7 @@ class SupervisorE2eTest : public ::testing::Test {
     c.timing.start_timeout = std::chrono::seconds(90);
     c.timing.ready_timeout = std::chrono::seconds(60);
     c.timing.health_interval = std::chrono::milliseconds(500);
-    c.timing.probe_timeout = std::chrono::milliseconds(2000);
+    c.timing.probe_timeout = probe_timeout;
     c.timing.stop_grace = std::chrono::seconds(3);
     c.restart.zombie_after = 2;
     c.restart.backoff_initial = std::chrono::milliseconds(200);
@@ -207,7 +207,7 @@ TEST_F(SupervisorE2eTest, KilledEngineIsRestartedAndServesAgain) {
 }
 
 TEST_F(SupervisorE2eTest, StoppedEngineIsAZombieAndIsReplaced) {
-  auto sup = start(config(plan_for(settings_)));
+  auto sup = start(config(plan_for(settings_), std::chrono::seconds(2)));
   auto st = wait_ready(*sup, 1);
   ASSERT_EQ(st.state, State::kReady) << st.cause;
   const pid_t first = st.pid;
