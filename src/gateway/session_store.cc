@@ -71,7 +71,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
   auto fail = [&](const std::string& what, int code) -> Error {
     std::string msg = fmt::format("session store {}: {}: {}", path.string(), what, db ? sqlite3_errmsg(db) : sqlite3_errstr(code));
     if (auto hint = hint_for(code); !hint.empty()) msg += " — " + hint;
-    if (db) sqlite3_close(db);
+    if (db) sqlite3_close_v2(db);
     return Error(msg);
   };
   if (rc != SQLITE_OK) return fail("cannot open", rc);
@@ -108,7 +108,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
       "CREATE INDEX IF NOT EXISTS compactions_session ON compactions(session_id, ts);";
   if (auto st = store->exec(schema); !st) {
     store->db_ = nullptr;
-    sqlite3_close(db);
+    sqlite3_close_v2(db);
     return Error(fmt::format("session store {}: {}", path.string(), st.error().message()));
   }
   Statement version(db, "SELECT value FROM meta WHERE key='schema_version'");
@@ -116,7 +116,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
     const int v = std::atoi(version.text(0).c_str());
     if (v != kSessionStoreSchema) {
       store->db_ = nullptr;
-      sqlite3_close(db);
+      sqlite3_close_v2(db);
       return Error(fmt::format("session store {} has schema version {}, this kvgate understands {}; use the kvgate "
                                "that wrote it or move the file away",
                                path.string(), v, kSessionStoreSchema));
@@ -133,7 +133,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
 }
 
 SessionStore::~SessionStore() {
-  if (db_ != nullptr) sqlite3_close(db_);
+  if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
 Status SessionStore::exec(const char* sql) {
