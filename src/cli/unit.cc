@@ -32,8 +32,9 @@ std::string absolute(const std::string& p) {
 }  // namespace
 
 int run_unit(int argc, char** argv) {
-  CLI::App app{"Write a systemd unit or a supervisord program section that runs `kvgate up` with these options.",
-               "kvgate unit"};
+  CLI::App app{
+      "Write a systemd unit or a supervisord program section that runs `kvgate up` with these options.",
+      "kvgate unit"};
   std::string kind;
   std::string name = "kvgate";
   std::optional<std::string> user;
@@ -41,19 +42,24 @@ int run_unit(int argc, char** argv) {
   std::optional<std::string> out;
   bool jetson_clocks = false;
   UpOptions options;
-  app.add_option("kind", kind, "systemd or supervisor")->required()->check(CLI::IsMember({"systemd", "supervisor"}));
+  app.add_option("kind", kind, "systemd or supervisor")
+      ->required()
+      ->check(CLI::IsMember({"systemd", "supervisor"}));
   add_up_options(app, options);
   app.add_option("--name", name, "unit / program name (default kvgate)");
   app.add_option("--user", user, "run the service as this user");
-  app.add_flag("--jetson-clocks", jetson_clocks, "lock CPU/GPU clocks first with /usr/bin/jetson_clocks (Jetson)");
-  app.add_option("--clock-lock", clock_lock, "a command to run before kvgate up (clock locking), e.g. nvidia-smi -lgc ...");
+  app.add_flag("--jetson-clocks", jetson_clocks,
+               "lock CPU/GPU clocks first with /usr/bin/jetson_clocks (Jetson)");
+  app.add_option("--clock-lock", clock_lock,
+                 "a command to run before kvgate up (clock locking), e.g. nvidia-smi -lgc ...");
   app.add_option("--out", out, "write here instead of stdout");
   if (auto code = parse_args(app, argc, argv)) return *code;
   auto fail = [](const std::string& msg, int code = kExitUsage) {
     std::fprintf(stderr, "kvgate unit: %s\n", msg.c_str());
     return code;
   };
-  if (name.empty() || name.find_first_of("/ \t\n") != std::string::npos) return fail("--name must be a plain word");
+  if (name.empty() || name.find_first_of("/ \t\n") != std::string::npos)
+    return fail("--name must be a plain word");
 
   // Check everything `kvgate up` will check, the config file's content included.
   UpOptions merged = options;

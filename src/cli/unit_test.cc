@@ -1,12 +1,11 @@
 // `kvgate unit` through the real kvgate binary; the systemd unit is checked by systemd itself.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "util/subprocess.h"
 
@@ -47,8 +46,9 @@ std::string slurp(const fs::path& p) {
 class UnitCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_unit_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_unit_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     model_ = dir_ / "model.gguf";
@@ -65,13 +65,14 @@ TEST_F(UnitCommandTest, SystemdUnitPassesSystemdAnalyzeVerify) {
   if (::access("/usr/bin/systemd-analyze", X_OK) != 0) GTEST_SKIP() << "systemd-analyze is not installed";
   const fs::path unit = dir_ / (name_ + ".service");
   Ran made = run({kKvgate, "unit", "systemd", model_.string(), "--ctx", "8k", "--ctk", "q8_0", "--listen",
-                  "127.0.0.1:8799", "--on-mismatch", "warn", "--clock-lock", "/bin/true", "--name", name_, "--out",
-                  unit.string()});
+                  "127.0.0.1:8799", "--on-mismatch", "warn", "--clock-lock", "/bin/true", "--name", name_,
+                  "--out", unit.string()});
   ASSERT_EQ(made.code, 0) << made.output;
   const std::string text = slurp(unit);
-  const std::string exec = fmt::format("\nExecStart={} up {} --listen 127.0.0.1:8799 --ctx 8k --ctk q8_0 "
-                                       "--on-mismatch warn\n",
-                                       fs::canonical(kKvgate).string(), fs::canonical(model_).string());
+  const std::string exec = fmt::format(
+      "\nExecStart={} up {} --listen 127.0.0.1:8799 --ctx 8k --ctk q8_0 "
+      "--on-mismatch warn\n",
+      fs::canonical(kKvgate).string(), fs::canonical(model_).string());
   EXPECT_NE(text.find(exec), std::string::npos) << text;
   EXPECT_NE(text.find("\nKillMode=control-group\n"), std::string::npos);
   EXPECT_NE(text.find("\nExecStartPre=-/bin/true\n"), std::string::npos);
@@ -82,7 +83,8 @@ TEST_F(UnitCommandTest, SystemdUnitPassesSystemdAnalyzeVerify) {
 
   // The check is real: the same unit with a missing binary fails it.
   std::string broken = text;
-  broken.replace(broken.find("ExecStart=") + 10, fs::canonical(kKvgate).string().size(), (dir_ / "missing").string());
+  broken.replace(broken.find("ExecStart=") + 10, fs::canonical(kKvgate).string().size(),
+                 (dir_ / "missing").string());
   const fs::path bad = dir_ / (name_ + "-broken.service");
   std::ofstream(bad) << broken;
   Ran rejected = run({"/usr/bin/systemd-analyze", "verify", bad.string()});
@@ -90,7 +92,8 @@ TEST_F(UnitCommandTest, SystemdUnitPassesSystemdAnalyzeVerify) {
 }
 
 TEST_F(UnitCommandTest, SupervisorProgramRunsUpWithTheOptions) {
-  Ran made = run({kKvgate, "unit", "supervisor", model_.string(), "--parallel", "2", "--jetson-clocks", "--name", name_});
+  Ran made = run({kKvgate, "unit", "supervisor", model_.string(), "--parallel", "2", "--jetson-clocks",
+                  "--name", name_});
   ASSERT_EQ(made.code, 0) << made.output;
   EXPECT_NE(made.output.find(fmt::format("[program:{}]\n", name_)), std::string::npos) << made.output;
   EXPECT_NE(made.output.find(fmt::format("/usr/bin/jetson_clocks || true; exec {} up {} --parallel 2",

@@ -10,9 +10,6 @@
 //   5. serve the pass-through (engine/passthrough.h) on --listen and print what is running.
 // Exit: 0 after a requested stop, 1 when the engine cannot be started or kvgate gives up
 // (a service manager then restarts it), 2 for usage errors.
-#include <signal.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -22,6 +19,8 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/command.h"
@@ -92,12 +91,13 @@ std::string mib(uint64_t bytes) { return util::format_mib(bytes) + " MiB"; }
 std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t>& budget) {
   std::string kv;
   for (const auto& c : p.caches) {
-    const std::string role = c.role == plan::CacheRole::kMain ? "" : std::string(plan::cache_role_name(c.role)) + " ";
+    const std::string role =
+        c.role == plan::CacheRole::kMain ? "" : std::string(plan::cache_role_name(c.role)) + " ";
     kv += fmt::format("{}{}{}/{} {} cells × {} layers {}", kv.empty() ? "" : ", ", role, c.type_k,
                       c.type_v.empty() ? "-" : c.type_v, c.cells, c.layers, mib(c.bytes()));
   }
-  std::string out = fmt::format("ctx {} ({} slot{} × {}), KV {}", p.n_ctx, p.n_seq_max, p.n_seq_max == 1 ? "" : "s",
-                                p.n_ctx_slot, kv.empty() ? "none" : kv);
+  std::string out = fmt::format("ctx {} ({} slot{} × {}), KV {}", p.n_ctx, p.n_seq_max,
+                                p.n_seq_max == 1 ? "" : "s", p.n_ctx_slot, kv.empty() ? "none" : kv);
   if (p.recurrent) out += fmt::format(", recurrent state {}", mib(p.recurrent_bytes()));
   out += fmt::format("; weights {} device + {} host; compute ≈ {}; total {} incl. {} reserve",
                      mib(p.weights_device), mib(p.weights_host), mib(p.compute_device + p.compute_host),
@@ -119,7 +119,8 @@ int run_up(int argc, char** argv) {
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.", "kvgate up"};
+  CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.",
+               "kvgate up"};
   UpOptions options;
   add_up_options(app, options);
   if (auto code = parse_args(app, argc, argv)) return *code;
@@ -128,22 +129,25 @@ int run_up(int argc, char** argv) {
     return code;
   };
   if (options.config) {
-    if (auto st = merge_config_file(*options.config, options); !st) return fail(st.error().message(), kExitUsage);
+    if (auto st = merge_config_file(*options.config, options); !st)
+      return fail(st.error().message(), kExitUsage);
   }
   auto resolved = resolve_up_options(options);
   if (!resolved) return fail(resolved.error().message(), kExitUsage);
   UpConfig cfg = std::move(*resolved);
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
-    return fail(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
-                            cfg.listen.host),
-                kExitUsage);
+    return fail(
+        fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                    cfg.listen.host),
+        kExitUsage);
   }
 
   // 1. Model, locks, port.
   auto model = resolve_model(cfg.model);
   if (!model) return fail(model.error().message());
   const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
-  const std::string who = fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), model->string(), listen);
+  const std::string who =
+      fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), model->string(), listen);
   auto lock = engine::InstanceLock::acquire({"listen " + listen, "model " + model->string()}, who);
   if (!lock) return fail(lock.error().message());
 
@@ -163,20 +167,22 @@ int run_up(int argc, char** argv) {
   if (!gguf_file) return fail(gguf_file.error().message());
   auto desc = plan::describe_model(*gguf_file);
   if (!desc) return fail(desc.error().message());
-  auto memory = plan::plan_memory(*desc, settings,
-                                  {.fork = caps.fork, .reserve_bytes = cfg.reserve, .has_accelerator = caps.gpu_offload});
+  auto memory = plan::plan_memory(
+      *desc, settings,
+      {.fork = caps.fork, .reserve_bytes = cfg.reserve, .has_accelerator = caps.gpu_offload});
   if (!memory) return fail("planning: " + memory.error().message());
   if (cfg.memory_budget && memory->total() > *cfg.memory_budget) {
-    return fail(fmt::format("the plan needs {}, more than --memory {}: {}. Try kvgate plan {} --fit --memory {}",
-                            util::format_bytes(memory->total()), util::format_bytes(*cfg.memory_budget),
-                            plan_summary(*memory, cfg.memory_budget), model->string(), options.values["memory"]));
+    return fail(
+        fmt::format("the plan needs {}, more than --memory {}: {}. Try kvgate plan {} --fit --memory {}",
+                    util::format_bytes(memory->total()), util::format_bytes(*cfg.memory_budget),
+                    plan_summary(*memory, cfg.memory_budget), model->string(), options.values["memory"]));
   }
   auto args = plan::launch_args(settings, caps);
   if (!args) return fail(args.error().message());
 
-  const fs::path log_dir = cfg.log_dir ? fs::path(*cfg.log_dir)
-                                       : engine::cache_root() / "logs" /
-                                             fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  const fs::path log_dir =
+      cfg.log_dir ? fs::path(*cfg.log_dir)
+                  : engine::cache_root() / "logs" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
   auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
   if (!log) return fail(log.error().message());
 
@@ -187,12 +193,14 @@ int run_up(int argc, char** argv) {
   sc.on_mismatch = cfg.on_mismatch;
   sc.verifier = engine::doctor_verifier_factory(*memory, settings);
   sc.log = std::shared_ptr<engine::RotatingLog>(std::move(*log));
-  sc.on_event = [](std::string_view line) { std::fprintf(stderr, "[%s] %.*s\n", clock_time().c_str(),
-                                                         static_cast<int>(line.size()), line.data()); };
+  sc.on_event = [](std::string_view line) {
+    std::fprintf(stderr, "[%s] %.*s\n", clock_time().c_str(), static_cast<int>(line.size()), line.data());
+  };
   engine::Supervisor supervisor(std::move(sc));
   engine::InstanceLock* lock_ptr = lock->get();
   supervisor.add_listener([lock_ptr, who](const engine::Transition&, const engine::SupervisorStatus& st) {
-    if (st.endpoint) lock_ptr->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
+    if (st.endpoint)
+      lock_ptr->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
   });
 
   // 4. Listen before the engine starts: a port held by another process is an error, never
@@ -206,7 +214,8 @@ int run_up(int argc, char** argv) {
         return std::nullopt;
       },
       [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); });
-  if (!passthrough) return fail(passthrough.error().message() + " (no kvgate up holds it: another program does)");
+  if (!passthrough)
+    return fail(passthrough.error().message() + " (no kvgate up holds it: another program does)");
   (*passthrough)->start();
 
   say(fmt::format("engine: {}", caps.describe()));
@@ -233,8 +242,9 @@ int run_up(int argc, char** argv) {
     }
     if (!announced && engine::is_serving(st.state)) {
       announced = true;
-      say(fmt::format("ready in {:.1f} s: engine pid {} on {}", static_cast<double>(st.last_start.count()) / 1000.0,
-                      st.pid, st.endpoint ? st.endpoint->base_url() : "?"));
+      say(fmt::format("ready in {:.1f} s: engine pid {} on {}",
+                      static_cast<double>(st.last_start.count()) / 1000.0, st.pid,
+                      st.endpoint ? st.endpoint->base_url() : "?"));
       if (st.verification && !st.verification->checker.empty()) {
         say(fmt::format("startup log checked ({}):", st.verification->checker));
         for (const auto& v : st.verification->verified) say("  ok: " + v);

@@ -1,20 +1,19 @@
 // `kvgate up` end to end: the real kvgate binary supervising the real pinned llama-server on
 // a synthesized model, served through the pass-through; single-instance locks; a port held
 // by another program; kvgate killed with SIGKILL leaves no engine behind.
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <httplib.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 #include "gguf/file.h"
@@ -93,8 +92,9 @@ class Up {
 class UpE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_up_e2e_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_up_e2e_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     model_ = synth("m.gguf");
@@ -115,8 +115,17 @@ class UpE2eTest : public ::testing::Test {
   }
 
   std::vector<std::string> args(const fs::path& model, uint16_t port, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{model.string(), "--listen", fmt::format("127.0.0.1:{}", port), "--ctx", "2048",
-                               "--threads", "2", "--health-interval", "1s", "--log-dir", (dir_ / "logs").string()};
+    std::vector<std::string> a{model.string(),
+                               "--listen",
+                               fmt::format("127.0.0.1:{}", port),
+                               "--ctx",
+                               "2048",
+                               "--threads",
+                               "2",
+                               "--health-interval",
+                               "1s",
+                               "--log-dir",
+                               (dir_ / "logs").string()};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -151,7 +160,8 @@ TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 401);
   // Streaming is relayed as server-sent events.
-  res = client.Post("/v1/completions", auth, R"({"prompt":"Hello","max_tokens":3,"stream":true})", "application/json");
+  res = client.Post("/v1/completions", auth, R"({"prompt":"Hello","max_tokens":3,"stream":true})",
+                    "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/event-stream", 0), 0u);
@@ -174,7 +184,8 @@ TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
   ASSERT_TRUE(other_port.ok());
   Up same_model(args(model_, *other_port));
   EXPECT_EQ(same_model.wait_exit(), 1);
-  EXPECT_NE(same_model.output().find("is already served: kvgate up (pid"), std::string::npos) << same_model.output();
+  EXPECT_NE(same_model.output().find("is already served: kvgate up (pid"), std::string::npos)
+      << same_model.output();
 
   // SIGTERM: a clean stop, the engine with it.
   up.process().signal_group(SIGTERM);

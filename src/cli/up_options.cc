@@ -85,17 +85,20 @@ Result<bool> on_off(const std::string& name, const std::string& v) {
 std::span<const UpOptionInfo> up_option_table() { return kOptions; }
 
 void add_up_options(CLI::App& app, UpOptions& options) {
-  app.add_option("model", options.model, "GGUF model (default: the built-in default model, written when missing)");
+  app.add_option("model", options.model,
+                 "GGUF model (default: the built-in default model, written when missing)");
   app.add_option("--config", options.config, "JSON file with these options (the command line wins)");
   for (const auto& o : kOptions) {
     const std::string name(o.name);
     std::string spelling = "--" + name;
     if (!o.aliases.empty()) spelling += "," + std::string(o.aliases);
     if (o.flag) {
-      app.add_flag_callback(spelling, [&options, name] { options.values[name] = "on"; }, std::string(o.help));
+      app.add_flag_callback(
+          spelling, [&options, name] { options.values[name] = "on"; }, std::string(o.help));
     } else {
       app.add_option_function<std::string>(
-          spelling, [&options, name](const std::string& v) { options.values[name] = v; }, std::string(o.help));
+          spelling, [&options, name](const std::string& v) { options.values[name] = v; },
+          std::string(o.help));
     }
   }
 }
@@ -162,7 +165,8 @@ Result<ListenAddress> parse_listen(std::string_view text) {
   if (colon != std::string_view::npos) {
     a.host = std::string(text.substr(0, colon));
     port_text = std::string(text.substr(colon + 1));
-    if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+    if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']')
+      a.host = a.host.substr(1, a.host.size() - 2);
   } else {
     a.host = "127.0.0.1";
   }
@@ -181,11 +185,16 @@ Result<engine::Millis> parse_duration(std::string_view text) {
   double value = 0;
   auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
   double scale = 0;
-  if (unit == "ms") scale = 1;
-  else if (unit == "s" || unit.empty()) scale = 1000;
-  else if (unit == "m" || unit == "min") scale = 60000;
-  else if (unit == "h") scale = 3600000;
-  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || scale == 0 || value * scale > 1e15) {
+  if (unit == "ms")
+    scale = 1;
+  else if (unit == "s" || unit.empty())
+    scale = 1000;
+  else if (unit == "m" || unit == "min")
+    scale = 60000;
+  else if (unit == "h")
+    scale = 3600000;
+  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || scale == 0 ||
+      value * scale > 1e15) {
     return Error(fmt::format("'{}' is not a duration (e.g. 500ms, 10s, 5m, 1h)", text));
   }
   return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
@@ -203,7 +212,9 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       out = *d;
       return {};
     };
-    auto u32 = [&](uint32_t min = 0) { return number<uint32_t>(name, v, min, std::numeric_limits<uint32_t>::max()); };
+    auto u32 = [&](uint32_t min = 0) {
+      return number<uint32_t>(name, v, min, std::numeric_limits<uint32_t>::max());
+    };
     if (name == "listen") {
       KV_ASSIGN_OR_RETURN(c.listen, parse_listen(v));
     } else if (name == "api-key") {
@@ -237,13 +248,19 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
     } else if (name == "memory" || name == "reserve") {
       auto b = util::parse_bytes(v);
       if (!b) return Error(fmt::format("--{} '{}': {}", name, v, b.error().message()));
-      if (name == "memory") c.memory_budget = *b;
-      else c.reserve = *b;
+      if (name == "memory")
+        c.memory_budget = *b;
+      else
+        c.reserve = *b;
     } else if (name == "flash-attn") {
-      if (v == "on") s.flash_attn = plan::FlashAttn::kOn;
-      else if (v == "off") s.flash_attn = plan::FlashAttn::kOff;
-      else if (v == "auto") s.flash_attn = plan::FlashAttn::kAuto;
-      else return Error(fmt::format("--flash-attn '{}': expected on, off or auto", v));
+      if (v == "on")
+        s.flash_attn = plan::FlashAttn::kOn;
+      else if (v == "off")
+        s.flash_attn = plan::FlashAttn::kOff;
+      else if (v == "auto")
+        s.flash_attn = plan::FlashAttn::kAuto;
+      else
+        return Error(fmt::format("--flash-attn '{}': expected on, off or auto", v));
     } else if (name == "cache-ram") {
       auto b = util::parse_bytes(v);  // a bare number is MiB, like the engine's -cram
       if (!b) return Error(fmt::format("--cache-ram '{}': {}", v, b.error().message()));
@@ -266,7 +283,8 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
     } else if (name == "kvu" || name == "no-kvu") {
       KV_ASSIGN_OR_RETURN(const bool on, on_off(name, v));
       if (on) {
-        if (s.kv_unified && *s.kv_unified != (name == "kvu")) return Error("--kvu and --no-kvu contradict each other");
+        if (s.kv_unified && *s.kv_unified != (name == "kvu"))
+          return Error("--kvu and --no-kvu contradict each other");
         s.kv_unified = name == "kvu";
       }
     } else if (name == "swa-full") {
@@ -282,14 +300,18 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
     } else if (name == "alias") {
       s.alias = v;
     } else if (name == "on-mismatch") {
-      if (v == "fail") c.on_mismatch = engine::OnMismatch::kFail;
-      else if (v == "warn") c.on_mismatch = engine::OnMismatch::kWarn;
-      else return Error(fmt::format("--on-mismatch '{}': expected fail or warn", v));
+      if (v == "fail")
+        c.on_mismatch = engine::OnMismatch::kFail;
+      else if (v == "warn")
+        c.on_mismatch = engine::OnMismatch::kWarn;
+      else
+        return Error(fmt::format("--on-mismatch '{}': expected fail or warn", v));
     } else if (name == "log-dir") {
       c.log_dir = v;
     } else if (name == "log-max-size") {
       auto b = util::parse_bytes(v);
-      if (!b || *b < 4096) return Error(fmt::format("--log-max-size '{}': expected a size of at least 4KiB", v));
+      if (!b || *b < 4096)
+        return Error(fmt::format("--log-max-size '{}': expected a size of at least 4KiB", v));
       c.log_max_bytes = *b;
     } else if (name == "log-keep") {
       KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));

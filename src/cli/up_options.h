@@ -28,7 +28,7 @@
 namespace kvgate::cli {
 
 struct UpOptionInfo {
-  std::string_view name;     // without "--"; also the config file key
+  std::string_view name;  // without "--"; also the config file key
   std::string_view help;
   bool flag = false;         // takes no value (set = "on")
   std::string_view aliases;  // extra command-line spellings, comma-separated ("--np")
@@ -68,9 +68,9 @@ Result<engine::Millis> parse_duration(std::string_view text);
 struct UpConfig {
   std::optional<std::string> model;
   ListenAddress listen{"127.0.0.1", 8787};
-  std::optional<std::string> api_key;   // required from clients
+  std::optional<std::string> api_key;  // required from clients
   std::optional<std::string> server;
-  plan::ServerSettings settings;        // model_path and api_key are set by up
+  plan::ServerSettings settings;  // model_path and api_key are set by up
   std::optional<int32_t> n_gpu_layers;
   std::optional<uint64_t> memory_budget;
   uint64_t reserve = 1024ull << 20;

@@ -39,9 +39,11 @@ TEST(UpOptionsTest, PlanSpellingsAndDefaults) {
   EXPECT_FALSE(d.n_gpu_layers);
   EXPECT_EQ(d.on_mismatch, engine::OnMismatch::kFail);
 
-  const UpConfig c = resolve(parse({"m.gguf", "-c", "64k", "--np", "2", "--ngl", "all", "--kvu", "--ctk", "q8_0",
-                                    "--fa", "on", "--cache-ram", "8GiB", "--swa-full", "--on-mismatch", "warn",
-                                    "--health-interval", "250ms", "--backoff", "2s", "--listen", "0.0.0.0:9000"}));
+  const UpConfig c = resolve(
+      parse({"m.gguf",      "-c",        "64k",        "--np",          "2",           "--ngl",
+             "all",         "--kvu",     "--ctk",      "q8_0",          "--fa",        "on",
+             "--cache-ram", "8GiB",      "--swa-full", "--on-mismatch", "warn",        "--health-interval",
+             "250ms",       "--backoff", "2s",         "--listen",      "0.0.0.0:9000"}));
   EXPECT_EQ(c.model, "m.gguf");
   EXPECT_EQ(c.settings.ctx, 65536u);
   EXPECT_EQ(c.settings.parallel, 2u);
@@ -93,11 +95,11 @@ TEST(UpOptionsTest, ConfigFileFillsWhatTheCommandLineLeftOpen) {
 }
 
 TEST(UpOptionsTest, ArgumentsRoundTrip) {
-  const UpOptions a = parse({"/m.gguf", "--ctx", "8k", "--swa-full", "--no-kvu", "--api-key", "k k", "--ngl", "all",
-                             "--config", "/etc/kvgate.json"});
+  const UpOptions a = parse({"/m.gguf", "--ctx", "8k", "--swa-full", "--no-kvu", "--api-key", "k k", "--ngl",
+                             "all", "--config", "/etc/kvgate.json"});
   const std::vector<std::string> args = to_up_args(a);
-  EXPECT_EQ(args, (std::vector<std::string>{"/m.gguf", "--config", "/etc/kvgate.json", "--api-key", "k k", "--ctx",
-                                            "8k", "--ngl", "all", "--no-kvu", "--swa-full"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"/m.gguf", "--config", "/etc/kvgate.json", "--api-key", "k k",
+                                            "--ctx", "8k", "--ngl", "all", "--no-kvu", "--swa-full"}));
   const UpOptions b = parse(args);
   EXPECT_EQ(b.values, a.values);
   EXPECT_EQ(b.model, a.model);
@@ -144,7 +146,8 @@ TEST(UpOptionsTest, Durations) {
   EXPECT_EQ(*parse_duration("5m"), milliseconds(300000));
   EXPECT_EQ(*parse_duration("1h"), milliseconds(3600000));
   EXPECT_EQ(*parse_duration("2"), milliseconds(2000));
-  for (auto bad : {"", "s", "10x", "-1s", "1..5s", "9999999999999h"}) EXPECT_FALSE(parse_duration(bad).ok()) << bad;
+  for (auto bad : {"", "s", "10x", "-1s", "1..5s", "9999999999999h"})
+    EXPECT_FALSE(parse_duration(bad).ok()) << bad;
 }
 
 }  // namespace

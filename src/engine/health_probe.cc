@@ -1,10 +1,9 @@
 #include "engine/health_probe.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 namespace kvgate::engine {
@@ -30,7 +29,9 @@ std::string snippet(const std::string& body) {
 
 CheckResult from(const httplib::Result& res, std::string_view what, Millis timeout) {
   if (!res) {
-    return {false, 0, fmt::format("{}: no answer within {} ms ({})", what, timeout.count(), httplib::to_string(res.error()))};
+    return {false, 0,
+            fmt::format("{}: no answer within {} ms ({})", what, timeout.count(),
+                        httplib::to_string(res.error()))};
   }
   if (res->status == 200) return {true, 200, ""};
   return {false, res->status, fmt::format("{}: HTTP {} {}", what, res->status, snippet(res->body))};
@@ -60,8 +61,8 @@ CheckResult HttpEngineProber::completion(const EngineEndpoint& ep, Millis timeou
   CheckResult r = from(res, "1-token completion", timeout);
   if (!r.ok) return r;
   const auto reply = nlohmann::json::parse(res->body, nullptr, false);
-  if (reply.is_discarded() || !reply.is_object() || !reply.contains("choices") || !reply["choices"].is_array() ||
-      reply["choices"].empty()) {
+  if (reply.is_discarded() || !reply.is_object() || !reply.contains("choices") ||
+      !reply["choices"].is_array() || reply["choices"].empty()) {
     return {false, res->status, "1-token completion: the answer has no choices: " + snippet(res->body)};
   }
   return r;

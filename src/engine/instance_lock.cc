@@ -1,13 +1,12 @@
 #include "engine/instance_lock.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 
@@ -19,8 +18,8 @@ namespace fs = std::filesystem;
 std::string slug(const std::string& key) {
   std::string out;
   for (char c : key) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                      c == '-' || c == '_';
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '-' || c == '_';
     out += keep ? c : '_';
   }
   if (out.size() > 60) out = out.substr(out.size() - 60);
@@ -67,7 +66,8 @@ Result<std::unique_ptr<InstanceLock>> InstanceLock::acquire(const std::vector<st
   for (const auto& key : keys) {
     const fs::path file = file_for(key, dir);
     const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Error(fmt::format("cannot open lock file '{}': {}", file.string(), std::strerror(errno)));
+    if (fd < 0)
+      return Error(fmt::format("cannot open lock file '{}': {}", file.string(), std::strerror(errno)));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       std::string holder = err == EWOULDBLOCK ? read_all(fd) : std::string();
@@ -76,8 +76,8 @@ Result<std::unique_ptr<InstanceLock>> InstanceLock::acquire(const std::vector<st
         return Error(fmt::format("cannot lock '{}': {}", file.string(), std::strerror(err)));
       }
       if (holder.empty()) holder = "another kvgate up (it has not described itself yet)";
-      return Error(fmt::format("{} is already served: {} holds it (lock file {}); stop that one first", key, holder,
-                               file.string()));
+      return Error(fmt::format("{} is already served: {} holds it (lock file {}); stop that one first", key,
+                               holder, file.string()));
     }
     lock->fds_.push_back(fd);  // released (with the locks taken so far) if a later key fails
   }

@@ -1,10 +1,9 @@
 #include "engine/instance_lock.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 namespace kvgate::engine {
 namespace {
@@ -14,8 +13,9 @@ namespace fs = std::filesystem;
 class InstanceLockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_locks_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_locks_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -23,15 +23,18 @@ class InstanceLockTest : public ::testing::Test {
 };
 
 TEST_F(InstanceLockTest, SecondHolderIsRefusedWithTheFirstOnesDescription) {
-  auto first = InstanceLock::acquire({"listen 127.0.0.1:8787", "model /m.gguf"}, "kvgate up (pid 111, listening on "
-                                     "127.0.0.1:8787, engine port 40000)", dir_);
+  auto first = InstanceLock::acquire({"listen 127.0.0.1:8787", "model /m.gguf"},
+                                     "kvgate up (pid 111, listening on "
+                                     "127.0.0.1:8787, engine port 40000)",
+                                     dir_);
   ASSERT_TRUE(first.ok()) << first.error().message();
   auto second = InstanceLock::acquire({"listen 127.0.0.1:8787"}, "kvgate up (pid 222)", dir_);
   ASSERT_FALSE(second.ok());
   const std::string msg = second.error().message();
-  EXPECT_NE(msg.find("listen 127.0.0.1:8787 is already served: kvgate up (pid 111, listening on 127.0.0.1:8787, "
-                     "engine port 40000)"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("listen 127.0.0.1:8787 is already served: kvgate up (pid 111, listening on 127.0.0.1:8787, "
+               "engine port 40000)"),
+      std::string::npos)
       << msg;
   // The description follows updates.
   (*first)->update("kvgate up (pid 111, engine port 40001)");

@@ -1,15 +1,14 @@
 #include "engine/passthrough.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
 #include <fmt/format.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
 
 #include "util/net.h"
 
@@ -117,9 +116,10 @@ Result<std::unique_ptr<Passthrough>> Passthrough::bind(PassthroughOptions option
   p->server_->set_keep_alive_timeout(2);
   p->install_routes();
   if (!p->server_->bind_to_port(p->options_.host, p->options_.port)) {
-    return Error(fmt::format("cannot listen on {}:{}: the address is in use or not available here; choose another "
-                             "--listen",
-                             p->options_.host, p->options_.port));
+    return Error(
+        fmt::format("cannot listen on {}:{}: the address is in use or not available here; choose another "
+                    "--listen",
+                    p->options_.host, p->options_.port));
   }
   return p;
 }

@@ -37,9 +37,9 @@ namespace kvgate::engine {
 struct PassthroughOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8787;
-  std::string api_key;                       // empty: no client key required
+  std::string api_key;  // empty: no client key required
   size_t max_body_bytes = 64ull << 20;
-  Millis upstream_timeout{3600 * 1000};      // per read from the engine
+  Millis upstream_timeout{3600 * 1000};  // per read from the engine
 };
 
 class Passthrough {
@@ -54,8 +54,8 @@ class Passthrough {
   Passthrough(const Passthrough&) = delete;
   Passthrough& operator=(const Passthrough&) = delete;
 
-  void start();  // serves on a background thread
-  void stop();   // stops accepting, finishes, joins
+  void start();             // serves on a background thread
+  void stop();              // stops accepting, finishes, joins
   std::string url() const;  // http://host:port
 
  private:

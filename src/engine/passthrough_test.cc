@@ -2,10 +2,10 @@
 // real engine behind it is exercised by cli/up_e2e_test.cc.
 #include "engine/passthrough.h"
 
+#include <future>
+
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <future>
 
 #include "util/net.h"
 
@@ -114,7 +114,8 @@ class PassthroughTest : public ::testing::Test {
 
 TEST_F(PassthroughTest, ForwardsWithTheEngineKeyAndChecksTheClientKey) {
   start("client-key");
-  auto res = client_->Post("/v1/echo?x=1", {{"Authorization", "Bearer client-key"}}, R"({"a":1})", "application/json");
+  auto res = client_->Post("/v1/echo?x=1", {{"Authorization", "Bearer client-key"}}, R"({"a":1})",
+                           "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->body, R"({"a":1})");
@@ -199,7 +200,8 @@ TEST_F(PassthroughTest, UpstreamErrorsAreRelayedAndReported) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 502);
   ASSERT_EQ(failures().size(), 2u);
-  EXPECT_NE(failures()[1].find("POST /v1/echo: no answer from the engine"), std::string::npos) << failures()[1];
+  EXPECT_NE(failures()[1].find("POST /v1/echo: no answer from the engine"), std::string::npos)
+      << failures()[1];
 }
 
 TEST_F(PassthroughTest, LimitsAndRoutes) {
@@ -216,7 +218,8 @@ TEST_F(PassthroughTest, AnAddressInUseIsAnErrorNotAnotherPort) {
   start();
   auto second = Passthrough::bind({.host = "127.0.0.1", .port = port_}, nullptr, nullptr);
   ASSERT_FALSE(second.ok());
-  EXPECT_NE(second.error().message().find("cannot listen on 127.0.0.1:" + std::to_string(port_)), std::string::npos)
+  EXPECT_NE(second.error().message().find("cannot listen on 127.0.0.1:" + std::to_string(port_)),
+            std::string::npos)
       << second.error().message();
   auto open = Passthrough::bind({.host = "0.0.0.0", .port = port_}, nullptr, nullptr);
   ASSERT_FALSE(open.ok());

@@ -1,13 +1,12 @@
 #include "engine/probe.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 #include "util/subprocess.h"
@@ -17,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kProbeLines = 8;     // a rejected flag makes ik print its whole usage
+constexpr size_t kProbeLines = 8;  // a rejected flag makes ik print its whole usage
 constexpr size_t kHelpLines = 4000;
 
 std::vector<std::string> split_args(std::string_view s) {
@@ -47,9 +46,10 @@ Result<Identity> identify(const fs::path& binary) {
   if (!S_ISREG(st.st_mode) || ::access(canonical.c_str(), X_OK) != 0) {
     return Error(fmt::format("'{}' is not an executable file", canonical.string()));
   }
-  return Identity{canonical.string(),
-                  static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec),
-                  static_cast<uint64_t>(st.st_size)};
+  return Identity{
+      canonical.string(),
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec),
+      static_cast<uint64_t>(st.st_size)};
 }
 
 // FNV-1a, for a short stable file name per binary path.
@@ -68,7 +68,8 @@ std::optional<plan::ProbeRecord> read_cached(const fs::path& file, const Identit
   std::stringstream ss;
   ss << in.rdbuf();
   auto rec = plan::parse_probe_record(ss.str());
-  if (!rec || rec->binary != id.path || rec->mtime_ns != id.mtime_ns || rec->size != id.size) return std::nullopt;
+  if (!rec || rec->binary != id.path || rec->mtime_ns != id.mtime_ns || rec->size != id.size)
+    return std::nullopt;
   return std::move(*rec);
 }
 
@@ -88,7 +89,8 @@ Status write_cache(const fs::path& file, const plan::ProbeRecord& rec) {
 
 }  // namespace
 
-Result<plan::ProbeOutcome> SubprocessProbeRunner::run(const fs::path& binary, const std::vector<std::string>& args,
+Result<plan::ProbeOutcome> SubprocessProbeRunner::run(const fs::path& binary,
+                                                      const std::vector<std::string>& args,
                                                       size_t max_lines) {
   std::mutex mu;
   plan::ProbeOutcome out;
@@ -126,7 +128,8 @@ Result<plan::ProbeRecord> record_probes(const fs::path& binary, ProbeRunner& run
   KV_TRY(run("--version", kProbeLines));
   if (rec.runs["--version"].exit_code != 0) return rec;  // analyze_probes explains it
   KV_TRY(run("--help", kHelpLines));
-  for (std::string_view probe : plan::flag_probes()) KV_TRY(run(std::string(probe) + " --version", kProbeLines));
+  for (std::string_view probe : plan::flag_probes())
+    KV_TRY(run(std::string(probe) + " --version", kProbeLines));
   return rec;
 }
 
@@ -150,7 +153,8 @@ Result<ProbeResult> probe_server(const fs::path& binary, const ProbeOptions& opt
   KV_ASSIGN_OR_RETURN(auto rec, record_probes(id.path, runner));
   auto caps = plan::analyze_probes(rec);
   if (!caps) return std::move(caps).error().with_context(fmt::format("probing '{}'", id.path));
-  if (options.use_cache) (void)write_cache(result.cache_file, rec);  // a cache that cannot be written costs a re-probe
+  if (options.use_cache)
+    (void)write_cache(result.cache_file, rec);  // a cache that cannot be written costs a re-probe
   result.caps = std::move(*caps);
   return result;
 }

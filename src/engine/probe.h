@@ -29,15 +29,16 @@ class ProbeRunner {
  public:
   virtual ~ProbeRunner() = default;
   // Runs `binary args...` to completion; keeps at most `max_lines` output lines.
-  virtual Result<plan::ProbeOutcome> run(const std::filesystem::path& binary, const std::vector<std::string>& args,
-                                         size_t max_lines) = 0;
+  virtual Result<plan::ProbeOutcome> run(const std::filesystem::path& binary,
+                                         const std::vector<std::string>& args, size_t max_lines) = 0;
 };
 
 // Runs the binary as a child (util::Subprocess: own process group, LLAMA_ARG_* removed,
 // killed with kvgate). A run that takes longer than `timeout` is killed and is an error.
 class SubprocessProbeRunner final : public ProbeRunner {
  public:
-  explicit SubprocessProbeRunner(std::chrono::milliseconds timeout = std::chrono::seconds(30)) : timeout_(timeout) {}
+  explicit SubprocessProbeRunner(std::chrono::milliseconds timeout = std::chrono::seconds(30))
+      : timeout_(timeout) {}
   Result<plan::ProbeOutcome> run(const std::filesystem::path& binary, const std::vector<std::string>& args,
                                  size_t max_lines) override;
 
@@ -51,7 +52,7 @@ Result<plan::ProbeRecord> record_probes(const std::filesystem::path& binary, Pro
 struct ProbeOptions {
   std::filesystem::path cache_dir;  // empty: cache_root()/probe
   bool use_cache = true;
-  ProbeRunner* runner = nullptr;    // null: a SubprocessProbeRunner
+  ProbeRunner* runner = nullptr;  // null: a SubprocessProbeRunner
 };
 
 struct ProbeResult {

@@ -1,11 +1,10 @@
 // The probe against the real pinned llama-server.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 #include "engine/probe.h"
@@ -53,7 +52,8 @@ TEST(ProbeE2eTest, PinnedEngineIsMainlineAndCached) {
   fs::remove_all(cache);
   const auto start = std::chrono::steady_clock::now();
   auto first = probe_server(*bin, {.cache_dir = cache});
-  const auto probe_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  const auto probe_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   ASSERT_TRUE(first.ok()) << first.error().message();
   EXPECT_FALSE(first->from_cache);
   EXPECT_EQ(first->caps.fork, plan::Fork::kMainline);
@@ -63,8 +63,8 @@ TEST(ProbeE2eTest, PinnedEngineIsMainlineAndCached) {
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(second->from_cache);
   EXPECT_EQ(second->caps.accepted, first->caps.accepted);
-  std::printf("probing the pinned engine took %lld ms (%zu flag probes)\n", static_cast<long long>(probe_ms.count()),
-              plan::flag_probes().size());
+  std::printf("probing the pinned engine took %lld ms (%zu flag probes)\n",
+              static_cast<long long>(probe_ms.count()), plan::flag_probes().size());
 
   plan::ServerSettings s;
   s.model_path = "/m.gguf";

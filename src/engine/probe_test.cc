@@ -4,13 +4,12 @@
 // in probe_e2e_test.cc.
 #include "engine/probe.h"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "plan/launch_args.h"
 
@@ -29,8 +28,9 @@ size_t count_lines(const fs::path& p) {
 class ProbeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_probe_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_probe_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "bin");
     const fs::path src = fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/ik";
@@ -113,7 +113,8 @@ TEST_F(ProbeTest, SeedConfigurationThroughTheProbedIkDouble) {
   ASSERT_TRUE(ran.ok());
   EXPECT_EQ(ran->exit_code, 0) << plan::redacted_command_line(*args) << "\n" << ran->lines.front();
   const std::string line = plan::redacted_command_line(*args);
-  EXPECT_NE(line.find("-cram 8192 -crs 0.50 -cram-n-min 32 --context-shift on -to 1800"), std::string::npos) << line;
+  EXPECT_NE(line.find("-cram 8192 -crs 0.50 -cram-n-min 32 --context-shift on -to 1800"), std::string::npos)
+      << line;
   EXPECT_NE(line.find("-fa on"), std::string::npos) << line;
 
   s.cache_reuse = 256;  // mainline-only: a clear error, not an unknown argument at launch
@@ -125,7 +126,8 @@ TEST_F(ProbeTest, SeedConfigurationThroughTheProbedIkDouble) {
 TEST_F(ProbeTest, NotALlamaServer) {
   auto f = probe_server("/bin/false", options());
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.error().message().find("is this a llama-server binary?"), std::string::npos) << f.error().message();
+  EXPECT_NE(f.error().message().find("is this a llama-server binary?"), std::string::npos)
+      << f.error().message();
   auto t = probe_server("/bin/true", options());  // exits 0 for everything
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.error().message().find("accepts the made-up flag"), std::string::npos) << t.error().message();

@@ -1,12 +1,11 @@
 #include "engine/rotating_log.h"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace kvgate::engine {
 namespace {
@@ -23,8 +22,9 @@ std::string slurp(const fs::path& p) {
 class RotatingLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_rotlog_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_rotlog_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }

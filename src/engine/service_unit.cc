@@ -26,12 +26,23 @@ std::string systemd_double_quoted(const std::string& s, bool escape_dollar) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '%': out += "%%"; break;
-      case '$': out += escape_dollar ? "$$" : "$"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '%':
+        out += "%%";
+        break;
+      case '$':
+        out += escape_dollar ? "$$" : "$";
+        break;
+      default:
+        out += c;
     }
   }
   return out + "\"";
@@ -70,10 +81,12 @@ std::string systemd_unit(const ServiceUnitOptions& o) {
   u += "[Unit]\n";
   u += fmt::format("Description={}\n", escape_percent(o.description));
   u += "Wants=network-online.target\nAfter=network-online.target\n";
-  u += fmt::format("StartLimitIntervalSec={}\nStartLimitBurst={}\n", o.start_limit_interval_s, o.start_limit_burst);
+  u += fmt::format("StartLimitIntervalSec={}\nStartLimitBurst={}\n", o.start_limit_interval_s,
+                   o.start_limit_burst);
   u += "\n[Service]\nType=simple\n";
   if (o.user) u += fmt::format("User={}\n", *o.user);
-  for (const auto& [k, v] : o.environment) u += fmt::format("Environment={}\n", systemd_double_quoted(k + "=" + v, false));
+  for (const auto& [k, v] : o.environment)
+    u += fmt::format("Environment={}\n", systemd_double_quoted(k + "=" + v, false));
   if (o.clock_lock_command) {
     u += "# Opt-in: lock CPU/GPU/memory clocks at their maximum before the engine starts (Jetson).\n";
     u += fmt::format("ExecStartPre=-{}\n", escape_percent(*o.clock_lock_command));
@@ -99,8 +112,10 @@ std::string supervisor_program(const ServiceUnitOptions& o) {
   }
   std::string p;
   p += fmt::format("; [program:{0}], written by `kvgate unit supervisor`. Install:\n", o.name);
-  p += fmt::format(";   sudo cp {0}.conf /etc/supervisor/conf.d/ && sudo supervisorctl reread && sudo supervisorctl update\n",
-                   o.name);
+  p += fmt::format(
+      ";   sudo cp {0}.conf /etc/supervisor/conf.d/ && sudo supervisorctl reread && sudo supervisorctl "
+      "update\n",
+      o.name);
   p += fmt::format("[program:{}]\n", o.name);
   p += fmt::format("command={}\n", cmd);
   if (o.user) p += fmt::format("user={}\n", *o.user);
@@ -115,9 +130,11 @@ std::string supervisor_program(const ServiceUnitOptions& o) {
   }
   p += "autostart=true\n";
   p += "; kvgate restarts a crashed or hung engine itself; supervisord restarts kvgate when it gives up.\n";
-  p += fmt::format("autorestart=unexpected\nexitcodes=0\nstartsecs=5\nstartretries={}\n", o.start_limit_burst);
+  p +=
+      fmt::format("autorestart=unexpected\nexitcodes=0\nstartsecs=5\nstartretries={}\n", o.start_limit_burst);
   p += "; Stop: SIGTERM to the whole process group (kvgate and the engine), SIGKILL after stopwaitsecs.\n";
-  p += fmt::format("stopsignal=TERM\nstopwaitsecs={}\nstopasgroup=true\nkillasgroup=true\n", o.stop_timeout_s);
+  p +=
+      fmt::format("stopsignal=TERM\nstopwaitsecs={}\nstopasgroup=true\nkillasgroup=true\n", o.stop_timeout_s);
   p += "redirect_stderr=true\n";
   if (!o.log_file.empty()) p += fmt::format("stdout_logfile={}\n", escape_percent(o.log_file));
   p += fmt::format("stdout_logfile_maxbytes={}\nstdout_logfile_backups={}\n", o.log_max_bytes, o.log_keep);

@@ -22,19 +22,19 @@ namespace kvgate::engine {
 
 struct ServiceUnitOptions {
   std::string name = "kvgate";
-  std::string kvgate_binary;           // absolute path
-  std::vector<std::string> up_args;    // the arguments after `kvgate up`
+  std::string kvgate_binary;         // absolute path
+  std::vector<std::string> up_args;  // the arguments after `kvgate up`
   std::string description = "kvgate: llama-server supervisor and gateway";
-  std::optional<std::string> user;     // run as this user (default: the service manager's)
+  std::optional<std::string> user;  // run as this user (default: the service manager's)
   std::map<std::string, std::string> environment;
   // Opt-in command line run before kvgate (failures ignored), e.g. "/usr/bin/jetson_clocks".
   // Written as given: systemd splits it into words, supervisord runs it through /bin/sh.
   std::optional<std::string> clock_lock_command;
   int restart_delay_s = 5;
-  int stop_timeout_s = 30;             // SIGTERM → SIGKILL
-  int start_limit_burst = 5;           // give up after this many failed starts ...
-  int start_limit_interval_s = 300;    // ... within this window
-  std::string log_file;                // supervisord: where kvgate's own output goes
+  int stop_timeout_s = 30;           // SIGTERM → SIGKILL
+  int start_limit_burst = 5;         // give up after this many failed starts ...
+  int start_limit_interval_s = 300;  // ... within this window
+  std::string log_file;              // supervisord: where kvgate's own output goes
   uint64_t log_max_bytes = 20ull << 20;
   int log_keep = 5;
 };

@@ -1,13 +1,12 @@
 #include "engine/service_unit.h"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "util/subprocess.h"
 
@@ -44,14 +43,16 @@ ServiceUnitOptions sample() {
 
 TEST(ServiceUnitTest, SystemdUnitHasThePolicy) {
   const std::string u = systemd_unit(sample());
-  for (auto line : {"Type=simple", "User=llm", "Restart=on-failure", "RestartSec=5", "KillMode=control-group",
-                    "KillSignal=SIGTERM", "TimeoutStopSec=30", "StartLimitBurst=5", "StartLimitIntervalSec=300",
-                    "WantedBy=multi-user.target", "Environment=\"XDG_CACHE_HOME=/var/cache/kv gate\""}) {
+  for (auto line :
+       {"Type=simple", "User=llm", "Restart=on-failure", "RestartSec=5", "KillMode=control-group",
+        "KillSignal=SIGTERM", "TimeoutStopSec=30", "StartLimitBurst=5", "StartLimitIntervalSec=300",
+        "WantedBy=multi-user.target", "Environment=\"XDG_CACHE_HOME=/var/cache/kv gate\""}) {
     EXPECT_NE(u.find(std::string("\n") + line + "\n"), std::string::npos) << line << "\n" << u;
   }
-  EXPECT_NE(u.find("ExecStart=\"/opt/kv gate/bin/kvgate\" up \"/models/it's a model.gguf\" --listen 127.0.0.1:8787 "
-                   "--api-key \"a$$b%%c\\\"d\"\n"),
-            std::string::npos)
+  EXPECT_NE(
+      u.find("ExecStart=\"/opt/kv gate/bin/kvgate\" up \"/models/it's a model.gguf\" --listen 127.0.0.1:8787 "
+             "--api-key \"a$$b%%c\\\"d\"\n"),
+      std::string::npos)
       << u;
   EXPECT_EQ(u.find("ExecStartPre"), std::string::npos);  // clock locking is opt-in
   auto o = sample();
@@ -99,7 +100,8 @@ for key in ['stopasgroup', 'killasgroup', 'autorestart', 'stopsignal', 'stdout_l
     }
     EXPECT_EQ(out.substr(0, out.find('\n')), expected_argv) << text;
     for (auto kv : {"stopasgroup=true", "killasgroup=true", "autorestart=unexpected", "stopsignal=TERM",
-                    "stdout_logfile_maxbytes=20971520", "user=llm", "environment=XDG_CACHE_HOME=\"/var/cache/kv gate\""}) {
+                    "stdout_logfile_maxbytes=20971520", "user=llm",
+                    "environment=XDG_CACHE_HOME=\"/var/cache/kv gate\""}) {
       EXPECT_NE(out.find(std::string(kv) + "\n"), std::string::npos) << kv << "\n" << out;
     }
   }

@@ -55,7 +55,8 @@ SupervisorStatus Supervisor::status() const {
   return status_;
 }
 
-SupervisorStatus Supervisor::wait_until(const std::function<bool(const SupervisorStatus&)>& done, Millis timeout) const {
+SupervisorStatus Supervisor::wait_until(const std::function<bool(const SupervisorStatus&)>& done,
+                                        Millis timeout) const {
   std::unique_lock lock(mu_);
   changed_.wait_for(lock, timeout, [&] { return done(status_); });
   return status_;
@@ -122,13 +123,22 @@ void Supervisor::fire(Event event, const std::string& cause) {
 void Supervisor::run() {
   while (!is_terminal(lifecycle_.state())) {
     switch (lifecycle_.state()) {
-      case State::kStarting: run_starting(); break;
-      case State::kVerifying: run_verifying(); break;
+      case State::kStarting:
+        run_starting();
+        break;
+      case State::kVerifying:
+        run_verifying();
+        break;
       case State::kReady:
-      case State::kDegraded: run_serving(); break;
-      case State::kRestarting: run_restarting(); break;
+      case State::kDegraded:
+        run_serving();
+        break;
+      case State::kRestarting:
+        run_restarting();
+        break;
       case State::kStopped:
-      case State::kFailed: break;
+      case State::kFailed:
+        break;
     }
   }
   stop_engine(lifecycle_.state() == State::kFailed ? "failed" : "stop requested");
@@ -201,8 +211,9 @@ void Supervisor::run_starting() {
     }
     last = health.detail;
     if (clock_->now() >= deadline) {
-      return fire(Event::kStartFailed, fmt::format("no GET /health 200 within {} ms (last: {}); its last lines:\n{}",
-                                                   config_.timing.start_timeout.count(), last, engine_->log_tail(15)));
+      return fire(Event::kStartFailed,
+                  fmt::format("no GET /health 200 within {} ms (last: {}); its last lines:\n{}",
+                              config_.timing.start_timeout.count(), last, engine_->log_tail(15)));
     }
     sleep_until(std::min(deadline, clock_->now() + config_.timing.poll));
   }
@@ -218,8 +229,9 @@ void Supervisor::run_verifying() {
     if (done.ok) break;
     if (!engine_->running()) {
       const auto st = engine_->exit_status();
-      return fire(Event::kStartFailed, fmt::format("the engine {} before completing a token; its last lines:\n{}",
-                                                   st ? st->describe() : "exited", engine_->log_tail(15)));
+      return fire(Event::kStartFailed,
+                  fmt::format("the engine {} before completing a token; its last lines:\n{}",
+                              st ? st->describe() : "exited", engine_->log_tail(15)));
     }
     if (clock_->now() >= deadline) {
       return fire(Event::kStartFailed, fmt::format("no successful 1-token completion within {} ms: {}",
@@ -246,17 +258,18 @@ void Supervisor::run_verifying() {
   }
   if (report && !report->passed()) {
     if (config_.on_mismatch == OnMismatch::kFail) {
-      return fire(Event::kMismatch,
-                  fmt::format("startup verification failed ({}): {}", report->checker, join(report->findings, "; ")));
+      return fire(Event::kMismatch, fmt::format("startup verification failed ({}): {}", report->checker,
+                                                join(report->findings, "; ")));
     }
   }
   next_probe_ = clock_->now() + config_.timing.health_interval;
   const bool warned = report && !report->passed();
-  fire(Event::kVerified, fmt::format("a 1-token completion worked{}",
-                                     !report       ? "; nothing to verify the log against"
-                                     : warned      ? fmt::format("; {} verification finding(s), --on-mismatch warn",
-                                                                 report->findings.size())
-                                                   : fmt::format("; the startup log matched ({})", report->checker)));
+  fire(Event::kVerified,
+       fmt::format(
+           "a 1-token completion worked{}",
+           !report  ? "; nothing to verify the log against"
+           : warned ? fmt::format("; {} verification finding(s), --on-mismatch warn", report->findings.size())
+                    : fmt::format("; the startup log matched ({})", report->checker)));
 }
 
 void Supervisor::run_serving() {
@@ -281,8 +294,9 @@ void Supervisor::run_serving() {
       next_probe_ = clock_->now() + config_.timing.health_interval;
       if (!engine_->running()) continue;  // it died during the probe: report the exit
       if (r.ok) return fire(Event::kProbeOk, "");
-      return fire(Event::kProbeFailed,
-                  now_requested ? fmt::format("{} (probed after the proxy saw: {})", r.detail, reason) : r.detail);
+      return fire(
+          Event::kProbeFailed,
+          now_requested ? fmt::format("{} (probed after the proxy saw: {})", r.detail, reason) : r.detail);
     }
     sleep_until(std::min(next_probe_, clock_->now() + config_.timing.poll));
   }

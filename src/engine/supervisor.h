@@ -55,8 +55,8 @@ struct SupervisorConfig {
   RestartPolicy restart;
   SupervisorTiming timing;
   OnMismatch on_mismatch = OnMismatch::kFail;
-  VerifierFactory verifier;                        // empty: nothing is verified
-  std::shared_ptr<RotatingLog> log;                // engine output + "kvgate:" event lines; may be null
+  VerifierFactory verifier;          // empty: nothing is verified
+  std::shared_ptr<RotatingLog> log;  // engine output + "kvgate:" event lines; may be null
   // One line per event (transitions, starts, stops; e.g. to stderr); may be empty.
   std::function<void(std::string_view)> on_event;
 };
@@ -65,11 +65,11 @@ struct SupervisorStatus {
   State state = State::kStarting;
   uint64_t generation = 0;  // engine starts so far: a new value means a new process
   int restarts = 0;
-  pid_t pid = 0;            // 0 while no engine process exists
+  pid_t pid = 0;  // 0 while no engine process exists
   std::optional<EngineEndpoint> endpoint;
-  std::string cause;        // of the last transition
+  std::string cause;                               // of the last transition
   std::optional<VerificationReport> verification;  // of the last start that reached it
-  Millis last_start{0};     // spawn → ready, of the last successful start
+  Millis last_start{0};                            // spawn → ready, of the last successful start
 };
 
 // Null members: the production implementations. Not owned; must outlive the Supervisor.

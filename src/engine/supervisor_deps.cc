@@ -28,8 +28,8 @@ class ServerProcessEngine final : public RunningEngine {
 
 }  // namespace
 
-Result<std::unique_ptr<RunningEngine>> ServerProcessLauncher::launch(const LaunchSpec& spec,
-                                                                     std::function<void(std::string_view)> on_line) {
+Result<std::unique_ptr<RunningEngine>> ServerProcessLauncher::launch(
+    const LaunchSpec& spec, std::function<void(std::string_view)> on_line) {
   KV_ASSIGN_OR_RETURN(auto process, ServerProcess::start({.binary = spec.binary,
                                                           .args = spec.args,
                                                           .host = spec.host,

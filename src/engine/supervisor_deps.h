@@ -7,8 +7,6 @@
 // any thread (ServerProcess's are).
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -20,6 +18,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "engine/supervisor_state.h"
 #include "util/result.h"
@@ -39,8 +39,8 @@ struct LaunchSpec {
   std::filesystem::path binary;
   std::vector<std::string> args;  // everything but --host/--port (plan::launch_args)
   std::string host = "127.0.0.1";
-  uint16_t port = 0;              // 0: a free loopback port at every start
-  std::string api_key;            // the key inside `args`, for the probes
+  uint16_t port = 0;    // 0: a free loopback port at every start
+  std::string api_key;  // the key inside `args`, for the probes
   size_t ring_lines = 5000;
 };
 
@@ -49,13 +49,15 @@ class Clock {
   virtual ~Clock() = default;
   virtual SteadyTime now() = 0;
   // Waits on `cv` (whose mutex `lock` holds) until notified or `deadline`.
-  virtual void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, SteadyTime deadline) = 0;
+  virtual void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                          SteadyTime deadline) = 0;
 };
 
 class SteadyClock final : public Clock {
  public:
   SteadyTime now() override { return std::chrono::steady_clock::now(); }
-  void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, SteadyTime deadline) override {
+  void wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                  SteadyTime deadline) override {
     cv.wait_until(lock, deadline);
   }
 };

@@ -1,22 +1,20 @@
 // The supervisor with the real pinned llama-server on a synthesized model: launch and
 // startup verification, a deliberately wrong expectation, a crash (SIGKILL) and a hang
 // (SIGSTOP) each followed by a restart that serves again.
-#include "engine/supervisor.h"
-
-#include <gtest/gtest.h>
-#include <httplib.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
 
 #include "engine/live_doctor.h"
 #include "engine/pinned.h"
 #include "engine/probe.h"
+#include "engine/supervisor.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "plan/launch_args.h"
@@ -49,8 +47,9 @@ int completion_status(const EngineEndpoint& ep, const std::string& key) {
 class SupervisorE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / fmt::format("kvgate_sup_e2e_{}_{}", ::getpid(),
-                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           fmt::format("kvgate_sup_e2e_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     auto vocab_path = vocab_file("qwen2");
@@ -84,7 +83,8 @@ class SupervisorE2eTest : public ::testing::Test {
 
   // Generous start deadlines and probe time-outs for a loaded machine (a slow probe must not
   // look like a hang); the zombie test shortens the probe time-out to detect its hang quickly.
-  SupervisorConfig config(const plan::MemoryPlan& expected, std::chrono::milliseconds probe_timeout = std::chrono::seconds(10)) {
+  SupervisorConfig config(const plan::MemoryPlan& expected,
+                          std::chrono::milliseconds probe_timeout = std::chrono::seconds(10)) {
     SupervisorConfig c;
     auto args = plan::launch_args(settings_, caps_);
     EXPECT_TRUE(args.ok()) << args.error().message();
@@ -100,7 +100,9 @@ class SupervisorE2eTest : public ::testing::Test {
     auto log = RotatingLog::open(dir_ / "engine.log", 1 << 20, 2);
     EXPECT_TRUE(log.ok());
     c.log = std::shared_ptr<RotatingLog>(std::move(*log));
-    c.on_event = [](std::string_view l) { std::printf("  event: %.*s\n", static_cast<int>(l.size()), l.data()); };
+    c.on_event = [](std::string_view l) {
+      std::printf("  event: %.*s\n", static_cast<int>(l.size()), l.data());
+    };
     return c;
   }
 
@@ -144,7 +146,8 @@ TEST_F(SupervisorE2eTest, LaunchesVerifiesAndServes) {
   EXPECT_TRUE(st.verification->passed()) << st.verification->findings.front();
   EXPECT_EQ(st.verification->checker, "plan vs startup log");
   bool kv_line = false;
-  for (const auto& v : st.verification->verified) kv_line = kv_line || v.find("KV cache") != std::string::npos;
+  for (const auto& v : st.verification->verified)
+    kv_line = kv_line || v.find("KV cache") != std::string::npos;
   EXPECT_TRUE(kv_line) << "nothing about the KV cache was verified";
   ASSERT_TRUE(st.endpoint);
   EXPECT_EQ(completion_status(*st.endpoint, *settings_.api_key), 200);

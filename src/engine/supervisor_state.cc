@@ -8,28 +8,44 @@ namespace kvgate::engine {
 
 const char* state_name(State state) {
   switch (state) {
-    case State::kStarting: return "starting";
-    case State::kVerifying: return "verifying";
-    case State::kReady: return "ready";
-    case State::kDegraded: return "degraded";
-    case State::kRestarting: return "restarting";
-    case State::kStopped: return "stopped";
-    case State::kFailed: return "failed";
+    case State::kStarting:
+      return "starting";
+    case State::kVerifying:
+      return "verifying";
+    case State::kReady:
+      return "ready";
+    case State::kDegraded:
+      return "degraded";
+    case State::kRestarting:
+      return "restarting";
+    case State::kStopped:
+      return "stopped";
+    case State::kFailed:
+      return "failed";
   }
   return "?";
 }
 
 const char* event_name(Event event) {
   switch (event) {
-    case Event::kHealthy: return "healthy";
-    case Event::kStartFailed: return "start-failed";
-    case Event::kVerified: return "verified";
-    case Event::kMismatch: return "mismatch";
-    case Event::kProbeOk: return "probe-ok";
-    case Event::kProbeFailed: return "probe-failed";
-    case Event::kExited: return "exited";
-    case Event::kBackoffElapsed: return "backoff-elapsed";
-    case Event::kStopRequested: return "stop-requested";
+    case Event::kHealthy:
+      return "healthy";
+    case Event::kStartFailed:
+      return "start-failed";
+    case Event::kVerified:
+      return "verified";
+    case Event::kMismatch:
+      return "mismatch";
+    case Event::kProbeOk:
+      return "probe-ok";
+    case Event::kProbeFailed:
+      return "probe-failed";
+    case Event::kExited:
+      return "exited";
+    case Event::kBackoffElapsed:
+      return "backoff-elapsed";
+    case Event::kStopRequested:
+      return "stop-requested";
   }
   return "?";
 }
@@ -51,7 +67,8 @@ Transition Lifecycle::restart(Event event, std::string cause, SteadyTime now, bo
   last_backoff_ = delay;
   restart_at_ = now + delay;
   probe_failures_ = 0;
-  return move(State::kRestarting, event, fmt::format("{}; restart #{} in {} ms", cause, restarts_, delay.count()), now);
+  return move(State::kRestarting, event,
+              fmt::format("{}; restart #{} in {} ms", cause, restarts_, delay.count()), now);
 }
 
 std::optional<Transition> Lifecycle::on(Event event, const std::string& cause, SteadyTime now) {
@@ -60,7 +77,8 @@ std::optional<Transition> Lifecycle::on(Event event, const std::string& cause, S
   switch (state_) {
     case State::kStarting:
     case State::kVerifying:
-      if (event == Event::kHealthy && state_ == State::kStarting) return move(State::kVerifying, event, cause, now);
+      if (event == Event::kHealthy && state_ == State::kStarting)
+        return move(State::kVerifying, event, cause, now);
       if (event == Event::kVerified && state_ == State::kVerifying) {
         ever_ready_ = true;
         failed_starts_ = 0;
@@ -68,7 +86,8 @@ std::optional<Transition> Lifecycle::on(Event event, const std::string& cause, S
         ready_since_ = now;
         return move(State::kReady, event, cause, now);
       }
-      if (event == Event::kMismatch && state_ == State::kVerifying) return move(State::kFailed, event, cause, now);
+      if (event == Event::kMismatch && state_ == State::kVerifying)
+        return move(State::kFailed, event, cause, now);
       if (event == Event::kStartFailed || event == Event::kExited) {
         ++failed_starts_;
         if (!ever_ready_ && !policy_.retry_first_start) {
@@ -92,10 +111,11 @@ std::optional<Transition> Lifecycle::on(Event event, const std::string& cause, S
       if (event == Event::kProbeFailed) {
         ++probe_failures_;
         if (probe_failures_ >= policy_.zombie_after) {
-          return restart(event,
-                         fmt::format("zombie: {} deep probes in a row failed while the process is alive; last: {}",
-                                     probe_failures_, cause),
-                         now, true);
+          return restart(
+              event,
+              fmt::format("zombie: {} deep probes in a row failed while the process is alive; last: {}",
+                          probe_failures_, cause),
+              now, true);
         }
         if (state_ == State::kReady) return move(State::kDegraded, event, "deep probe failed: " + cause, now);
         return std::nullopt;

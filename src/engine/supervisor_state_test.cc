@@ -12,7 +12,9 @@ class LifecycleTest : public ::testing::Test {
  protected:
   LifecycleTest() { policy_.retry_first_start = false; }
 
-  std::optional<Transition> on(Lifecycle& l, Event e, std::string cause = "x") { return l.on(e, cause, now_); }
+  std::optional<Transition> on(Lifecycle& l, Event e, std::string cause = "x") {
+    return l.on(e, cause, now_);
+  }
   // Drives a fresh lifecycle to ready.
   Lifecycle ready() {
     Lifecycle l(policy_);
@@ -42,8 +44,8 @@ TEST_F(LifecycleTest, StartToReady) {
 
 TEST_F(LifecycleTest, EventsThatDoNotApplyAreIgnored) {
   Lifecycle l(policy_);
-  EXPECT_FALSE(on(l, Event::kVerified));       // not verifying yet
-  EXPECT_FALSE(on(l, Event::kProbeOk));        // not serving
+  EXPECT_FALSE(on(l, Event::kVerified));        // not verifying yet
+  EXPECT_FALSE(on(l, Event::kProbeOk));         // not serving
   EXPECT_FALSE(on(l, Event::kBackoffElapsed));  // not restarting
   EXPECT_EQ(l.state(), State::kStarting);
   Lifecycle r = ready();

@@ -3,9 +3,9 @@
 // supervisor_e2e_test.cc.
 #include "engine/supervisor.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
+
+#include <gtest/gtest.h>
 
 namespace kvgate::engine {
 namespace {
@@ -35,7 +35,9 @@ class FakeEngine final : public RunningEngine {
  public:
   FakeEngine(std::shared_ptr<FakeProcess> p, pid_t pid) : p_(std::move(p)), pid_(pid) {}
   pid_t pid() const override { return pid_; }
-  EngineEndpoint endpoint() const override { return {"127.0.0.1", static_cast<uint16_t>(40000 + pid_), "key"}; }
+  EngineEndpoint endpoint() const override {
+    return {"127.0.0.1", static_cast<uint16_t>(40000 + pid_), "key"};
+  }
   bool running() override { return p_->running; }
   std::optional<util::ExitStatus> exit_status() override {
     if (p_->running) return std::nullopt;
@@ -55,7 +57,8 @@ class FakeEngine final : public RunningEngine {
 
 class FakeLauncher final : public EngineLauncher {
  public:
-  Result<std::unique_ptr<RunningEngine>> launch(const LaunchSpec&, std::function<void(std::string_view)> on_line) override {
+  Result<std::unique_ptr<RunningEngine>> launch(const LaunchSpec&,
+                                                std::function<void(std::string_view)> on_line) override {
     std::lock_guard lock(mu);
     if (fail_launch) return Error("exec failed");
     auto p = std::make_shared<FakeProcess>();
@@ -71,7 +74,8 @@ class FakeLauncher final : public EngineLauncher {
 
   std::mutex mu;
   std::vector<std::shared_ptr<FakeProcess>> processes;
-  std::vector<std::string> lines{"load_tensors: offloaded 0/4 layers to GPU", "llama_kv_cache: size = 8.00 MiB"};
+  std::vector<std::string> lines{"load_tensors: offloaded 0/4 layers to GPU",
+                                 "llama_kv_cache: size = 8.00 MiB"};
   bool fail_launch = false;
   bool die_at_start = false;
 };
@@ -81,7 +85,8 @@ class FakeProber final : public EngineProber {
   explicit FakeProber(FakeClock& clock) : clock_(clock) {}
   CheckResult health(const EngineEndpoint&, Millis) override {
     ++health_calls;
-    return health_ok ? CheckResult{true, 200, ""} : CheckResult{false, 503, "GET /health: HTTP 503 Loading model"};
+    return health_ok ? CheckResult{true, 200, ""}
+                     : CheckResult{false, 503, "GET /health: HTTP 503 Loading model"};
   }
   CheckResult deep(const EngineEndpoint& ep, Millis) override {
     std::lock_guard lock(mu);
@@ -91,7 +96,8 @@ class FakeProber final : public EngineProber {
     return {true, 200, ""};
   }
   CheckResult completion(const EngineEndpoint&, Millis) override {
-    return completion_ok ? CheckResult{true, 200, ""} : CheckResult{false, 500, "1-token completion: HTTP 500"};
+    return completion_ok ? CheckResult{true, 200, ""}
+                         : CheckResult{false, 500, "1-token completion: HTTP 500"};
   }
   size_t deep_calls() {
     std::lock_guard lock(mu);
@@ -223,7 +229,8 @@ TEST_F(SupervisorTest, MismatchFailsUnderFailPolicy) {
   sup->start();
   auto st = sup->wait_until([](const SupervisorStatus& s) { return is_terminal(s.state); }, wait_);
   ASSERT_EQ(st.state, State::kFailed);
-  EXPECT_NE(st.cause.find("startup verification failed (fake checker): KV cache K type is q8_0"), std::string::npos)
+  EXPECT_NE(st.cause.find("startup verification failed (fake checker): KV cache K type is q8_0"),
+            std::string::npos)
       << st.cause;
   sup->stop();
   EXPECT_EQ(launcher_.process(0)->stops.load(), 1);
@@ -276,8 +283,9 @@ TEST_F(SupervisorTest, ZombieIsKilledAndRestarted) {
   std::vector<std::pair<State, State>> seen;
   for (const auto& x : transitions()) seen.emplace_back(x.from, x.to);
   const std::vector<std::pair<State, State>> expected{
-      {State::kStarting, State::kVerifying}, {State::kVerifying, State::kReady},  {State::kReady, State::kDegraded},
-      {State::kDegraded, State::kRestarting}, {State::kRestarting, State::kStarting}, {State::kStarting, State::kVerifying},
+      {State::kStarting, State::kVerifying},  {State::kVerifying, State::kReady},
+      {State::kReady, State::kDegraded},      {State::kDegraded, State::kRestarting},
+      {State::kRestarting, State::kStarting}, {State::kStarting, State::kVerifying},
       {State::kVerifying, State::kReady}};
   ASSERT_GE(seen.size(), expected.size());
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), seen.begin()));
@@ -295,7 +303,8 @@ TEST_F(SupervisorTest, UpstreamFailureTriggersAnImmediateProbe) {
   sup->report_upstream_failure("POST /v1/chat/completions: HTTP 502");
   auto st = sup->wait_until([](const SupervisorStatus& s) { return is(s, State::kDegraded); }, wait_);
   ASSERT_EQ(st.state, State::kDegraded);
-  EXPECT_NE(st.cause.find("probed after the proxy saw: POST /v1/chat/completions: HTTP 502"), std::string::npos)
+  EXPECT_NE(st.cause.find("probed after the proxy saw: POST /v1/chat/completions: HTTP 502"),
+            std::string::npos)
       << st.cause;
   EXPECT_EQ(prober_.deep_calls(), 1u);
 }
@@ -306,7 +315,8 @@ TEST_F(SupervisorTest, FirstStartCrashIsFinal) {
   sup->start();
   auto st = sup->wait_until([](const SupervisorStatus& s) { return is_terminal(s.state); }, wait_);
   ASSERT_EQ(st.state, State::kFailed);
-  EXPECT_NE(st.cause.find("the first start failed: the engine killed by signal 9"), std::string::npos) << st.cause;
+  EXPECT_NE(st.cause.find("the first start failed: the engine killed by signal 9"), std::string::npos)
+      << st.cause;
   EXPECT_NE(st.cause.find("fake engine output"), std::string::npos) << st.cause;
 }
 
@@ -344,8 +354,9 @@ TEST_F(SupervisorTest, RestartsGiveUpAfterRepeatedStartFailures) {
   launcher_.process(0)->running = false;
   auto st = sup->wait_until([](const SupervisorStatus& s) { return is_terminal(s.state); }, wait_);
   ASSERT_EQ(st.state, State::kFailed);
-  EXPECT_NE(st.cause.find("3 starts in a row failed; the last: no successful 1-token completion within 10000 ms"),
-            std::string::npos)
+  EXPECT_NE(
+      st.cause.find("3 starts in a row failed; the last: no successful 1-token completion within 10000 ms"),
+      std::string::npos)
       << st.cause;
   EXPECT_EQ(st.generation, 4u);
   // Backoff between attempts: 500, 1000, 2000 ms.
@@ -353,7 +364,8 @@ TEST_F(SupervisorTest, RestartsGiveUpAfterRepeatedStartFailures) {
   SteadyTime restart_at{};
   for (const auto& x : transitions()) {
     if (x.to == State::kRestarting) restart_at = x.at;
-    if (x.from == State::kRestarting) delays.push_back(static_cast<long>((x.at - restart_at) / milliseconds(1)));
+    if (x.from == State::kRestarting)
+      delays.push_back(static_cast<long>((x.at - restart_at) / milliseconds(1)));
   }
   EXPECT_EQ(delays, (std::vector<long>{500, 1000, 2000}));
 }

@@ -20,9 +20,10 @@ class Builder {
     return true;
   }
 
-  Error cannot(std::string_view setting, std::string_view value, std::string_view probe, std::string_view fix) const {
-    return Error(fmt::format("setting {} = {} cannot be expressed for {}: it rejects '{}' ({}); {}", setting, value,
-                             caps_.describe(), probe, caps_.rejection(probe), fix));
+  Error cannot(std::string_view setting, std::string_view value, std::string_view probe,
+               std::string_view fix) const {
+    return Error(fmt::format("setting {} = {} cannot be expressed for {}: it rejects '{}' ({}); {}", setting,
+                             value, caps_.describe(), probe, caps_.rejection(probe), fix));
   }
 
   std::vector<std::string> take() { return std::move(args_); }
@@ -42,8 +43,8 @@ Status check_kv_type(const ServerCaps& caps, std::string_view setting, const std
   if (caps.accepts_kv_type(type)) return {};
   std::string list;
   for (const auto& t : caps.kv_types) list += (list.empty() ? "" : ", ") + t;
-  return Error(fmt::format("setting {} = {} cannot be expressed for {}: its cache types are {}", setting, type,
-                           caps.describe(), list));
+  return Error(fmt::format("setting {} = {} cannot be expressed for {}: its cache types are {}", setting,
+                           type, caps.describe(), list));
 }
 
 }  // namespace
@@ -55,10 +56,14 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   b.add({"-m", s.model_path});
 
   // Always explicit: context, slots, GPU layers, KV types.
-  if (s.ctx == 0) return Error("setting ctx = 0: kvgate passes an explicit context size (0 would mean the model's training context)");
+  if (s.ctx == 0)
+    return Error(
+        "setting ctx = 0: kvgate passes an explicit context size (0 would mean the model's training "
+        "context)");
   if (s.parallel == 0) return Error("setting parallel = 0: give at least one slot");
   b.add({"-c", std::to_string(s.ctx), "-np", std::to_string(s.parallel)});
-  if (s.n_gpu_layers < -1) return Error(fmt::format("setting n_gpu_layers = {}: use -1 (all) or a layer count", s.n_gpu_layers));
+  if (s.n_gpu_layers < -1)
+    return Error(fmt::format("setting n_gpu_layers = {}: use -1 (all) or a layer count", s.n_gpu_layers));
   if (s.n_gpu_layers == -1) {
     // "all" where the build has it; ik parses -ngl with stoi, and any count above the layer count means all.
     if (!b.add_if("-ngl all", {"-ngl", "all"})) b.add({"-ngl", "999"});
@@ -89,7 +94,8 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (s.kv_unified) {
     if (*s.kv_unified) {
       if (!b.add_if("-kvu", {"-kvu"})) {
-        return b.cannot("kv_unified", "true", "-kvu", "this build gives each slot its own context (n_ctx / parallel)");
+        return b.cannot("kv_unified", "true", "-kvu",
+                        "this build gives each slot its own context (n_ctx / parallel)");
       }
     } else if (!b.add_if("-no-kvu", {"-no-kvu"}) && caps.accepts("-kvu")) {
       return b.cannot("kv_unified", "false", "-no-kvu", "leave kv_unified unset");
@@ -104,12 +110,12 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   }
   if (s.cache_reuse && *s.cache_reuse > 0 &&
       !b.add_if("--cache-reuse 0", {"--cache-reuse", std::to_string(*s.cache_reuse)})) {
-    return b.cannot("cache_reuse", std::to_string(*s.cache_reuse), "--cache-reuse 0",
-                    fmt::format("{} cannot shift cached chunks; unset cache_reuse (its host prompt cache is -cram/-crs)",
-                                ik_or_mainline));
+    return b.cannot(
+        "cache_reuse", std::to_string(*s.cache_reuse), "--cache-reuse 0",
+        fmt::format("{} cannot shift cached chunks; unset cache_reuse (its host prompt cache is -cram/-crs)",
+                    ik_or_mainline));
   }
-  if (s.cache_ram_similarity &&
-      !b.add_if("-crs 0.50", {"-crs", format_fraction(*s.cache_ram_similarity)})) {
+  if (s.cache_ram_similarity && !b.add_if("-crs 0.50", {"-crs", format_fraction(*s.cache_ram_similarity)})) {
     return b.cannot("cache_ram_similarity", format_fraction(*s.cache_ram_similarity), "-crs 0.50",
                     "unset it (an ik_llama.cpp setting)");
   }
@@ -122,7 +128,8 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("ctx_checkpoints", std::to_string(*s.ctx_checkpoints), "--ctx-checkpoints 8", "unset it");
   }
   if (s.context_shift) {
-    if (!b.add_if("--context-shift on", {"--context-shift", "on"}) && !b.add_if("--context-shift", {"--context-shift"})) {
+    if (!b.add_if("--context-shift on", {"--context-shift", "on"}) &&
+        !b.add_if("--context-shift", {"--context-shift"})) {
       return b.cannot("context_shift", "on", "--context-shift", "turn context shift off");
     }
   } else if (!b.add_if("--context-shift off", {"--context-shift", "off"}) &&
@@ -131,7 +138,8 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("context_shift", "off", "--no-context-shift", "this build may truncate prompts silently");
   }
   if (!b.add_if("-to 600", {"-to", std::to_string(s.timeout_s)})) {
-    return b.cannot("timeout_s", std::to_string(s.timeout_s), "-to 600", "this build has no server time-out flag");
+    return b.cannot("timeout_s", std::to_string(s.timeout_s), "-to 600",
+                    "this build has no server time-out flag");
   }
   if (s.threads && !b.add_if("-t 2", {"-t", std::to_string(*s.threads)})) {
     return b.cannot("threads", std::to_string(*s.threads), "-t 2", "unset it");
@@ -140,7 +148,8 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("mla", std::to_string(*s.mla), "-mla 3", "unset it (an ik_llama.cpp setting)");
   }
   if (s.jinja) {
-    if (!b.add_if("--jinja", {"--jinja"})) return b.cannot("jinja", "true", "--jinja", "tool calls need jinja templates");
+    if (!b.add_if("--jinja", {"--jinja"}))
+      return b.cannot("jinja", "true", "--jinja", "tool calls need jinja templates");
   } else {
     b.add_if("--no-jinja", {"--no-jinja"});  // builds without --no-jinja default to off
   }

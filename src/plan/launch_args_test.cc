@@ -1,10 +1,10 @@
 #include "plan/launch_args.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 namespace kvgate::plan {
 namespace {
@@ -12,7 +12,8 @@ namespace {
 using Args = std::vector<std::string>;
 
 ServerCaps fixture_caps(const std::string& fork) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/probes.txt", std::ios::binary);
+  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/probes.txt",
+                   std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   auto rec = parse_probe_record(ss.str());
@@ -27,7 +28,9 @@ bool has(const Args& args, const Args& seq) {
   return std::search(args.begin(), args.end(), seq.begin(), seq.end()) != args.end();
 }
 
-bool has_flag(const Args& args, const std::string& flag) { return std::find(args.begin(), args.end(), flag) != args.end(); }
+bool has_flag(const Args& args, const std::string& flag) {
+  return std::find(args.begin(), args.end(), flag) != args.end();
+}
 
 std::string error_of(const ServerSettings& s, const ServerCaps& caps) {
   auto r = launch_args(s, caps);
@@ -43,16 +46,61 @@ ServerSettings base() {
 TEST(LaunchArgsTest, MainlineDefaultsAreExplicit) {
   auto args = launch_args(base(), fixture_caps("mainline"));
   ASSERT_TRUE(args.ok()) << args.error().message();
-  EXPECT_EQ(*args, (Args{"-m", "/m/model.gguf", "-c", "4096", "-np", "1", "-ngl", "0", "-ctk", "f16", "-ctv", "f16",
-                         "-b", "2048", "-ub", "512", "-fa", "auto", "--no-context-shift", "-to", "3600", "--jinja",
-                         "--metrics", "-lv", "4", "-fit", "off"}));
+  EXPECT_EQ(*args, (Args{"-m",
+                         "/m/model.gguf",
+                         "-c",
+                         "4096",
+                         "-np",
+                         "1",
+                         "-ngl",
+                         "0",
+                         "-ctk",
+                         "f16",
+                         "-ctv",
+                         "f16",
+                         "-b",
+                         "2048",
+                         "-ub",
+                         "512",
+                         "-fa",
+                         "auto",
+                         "--no-context-shift",
+                         "-to",
+                         "3600",
+                         "--jinja",
+                         "--metrics",
+                         "-lv",
+                         "4",
+                         "-fit",
+                         "off"}));
 }
 
 TEST(LaunchArgsTest, IkDefaultsSayContextShiftOff) {
   auto args = launch_args(base(), fixture_caps("ik"));
   ASSERT_TRUE(args.ok()) << args.error().message();
-  EXPECT_EQ(*args, (Args{"-m", "/m/model.gguf", "-c", "4096", "-np", "1", "-ngl", "0", "-ctk", "f16", "-ctv", "f16",
-                         "-b", "2048", "-ub", "512", "-fa", "auto", "--context-shift", "off", "-to", "3600", "--jinja",
+  EXPECT_EQ(*args, (Args{"-m",
+                         "/m/model.gguf",
+                         "-c",
+                         "4096",
+                         "-np",
+                         "1",
+                         "-ngl",
+                         "0",
+                         "-ctk",
+                         "f16",
+                         "-ctv",
+                         "f16",
+                         "-b",
+                         "2048",
+                         "-ub",
+                         "512",
+                         "-fa",
+                         "auto",
+                         "--context-shift",
+                         "off",
+                         "-to",
+                         "3600",
+                         "--jinja",
                          "--metrics"}));
 }
 
@@ -71,9 +119,10 @@ TEST(LaunchArgsTest, IkSpellsTheSeedConfiguration) {
   s.flash_attn = FlashAttn::kOn;
   auto args = launch_args(s, fixture_caps("ik"));
   ASSERT_TRUE(args.ok()) << args.error().message();
-  for (const Args& seq : {Args{"-cram", "8192"}, Args{"-crs", "0.50"}, Args{"-cram-n-min", "32"},
-                          Args{"--context-shift", "on"}, Args{"-to", "1800"}, Args{"-fa", "on"}, Args{"-c", "262144"},
-                          Args{"-ctk", "q4_0"}, Args{"-ctv", "q4_0"}, Args{"-ngl", "999"}}) {
+  for (const Args& seq :
+       {Args{"-cram", "8192"}, Args{"-crs", "0.50"}, Args{"-cram-n-min", "32"}, Args{"--context-shift", "on"},
+        Args{"-to", "1800"}, Args{"-fa", "on"}, Args{"-c", "262144"}, Args{"-ctk", "q4_0"},
+        Args{"-ctv", "q4_0"}, Args{"-ngl", "999"}}) {
     EXPECT_TRUE(has(*args, seq)) << seq[0] << " " << seq[1] << " in " << redacted_command_line(*args);
   }
   for (auto absent : {"-lv", "-fit", "--no-context-shift", "--cache-reuse", "-kvu"}) {
@@ -98,10 +147,10 @@ TEST(LaunchArgsTest, MainlineSpellings) {
   s.api_key = "secret";
   auto args = launch_args(s, caps);
   ASSERT_TRUE(args.ok()) << args.error().message();
-  for (const Args& seq : {Args{"-ngl", "all"}, Args{"--context-shift", "-to"}, Args{"-fa", "off"},
-                          Args{"--cache-reuse", "256"}, Args{"-cram", "0"}, Args{"-no-kvu"}, Args{"--swa-full"},
-                          Args{"--ctx-checkpoints", "4"}, Args{"-t", "2"}, Args{"--no-jinja"}, Args{"-a", "m"},
-                          Args{"--api-key", "secret"}}) {
+  for (const Args& seq :
+       {Args{"-ngl", "all"}, Args{"--context-shift", "-to"}, Args{"-fa", "off"}, Args{"--cache-reuse", "256"},
+        Args{"-cram", "0"}, Args{"-no-kvu"}, Args{"--swa-full"}, Args{"--ctx-checkpoints", "4"},
+        Args{"-t", "2"}, Args{"--no-jinja"}, Args{"-a", "m"}, Args{"--api-key", "secret"}}) {
     EXPECT_TRUE(has(*args, seq)) << seq[0] << " in " << redacted_command_line(*args);
   }
   const std::string printed = redacted_command_line(*args);

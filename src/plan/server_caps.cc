@@ -30,8 +30,9 @@ constexpr std::string_view kProbes[] = {
     "-to 600", "-mla 3", "--jinja", "--no-jinja", "--metrics", "--api-key kvgate-probe", "-a kvgate-probe",
     "-lv 4", "--sse-ping-interval 30", "-fit off", kBogusFlag};
 
-constexpr std::string_view kMainlineKvTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"};
-constexpr std::string_view kIkKvTypes[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",
+constexpr std::string_view kMainlineKvTypes[] = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
+                                                 "q4_1", "iq4_nl", "q5_0", "q5_1"};
+constexpr std::string_view kIkKvTypes[] = {"f32",    "f16",  "bf16", "q8_0", "q4_0", "q4_1",
                                            "iq4_nl", "q5_0", "q5_1", "q6_0", "q8_KV"};
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
@@ -88,11 +89,13 @@ Result<ProbeRecord> parse_probe_record(std::string_view text) {
   ProbeRecord rec;
   size_t i = 1;
   auto field = [&](std::string_view name) -> std::optional<std::string_view> {
-    if (i < lines.size() && starts_with(lines[i], std::string(name) + " ")) return lines[i++].substr(name.size() + 1);
+    if (i < lines.size() && starts_with(lines[i], std::string(name) + " "))
+      return lines[i++].substr(name.size() + 1);
     return std::nullopt;
   };
   if (auto b = field("binary")) rec.binary = std::string(*b);
-  if (auto m = field("mtime_ns"); m && !parse_int(*m, rec.mtime_ns)) return fail(i - 1, "mtime_ns is not a number");
+  if (auto m = field("mtime_ns"); m && !parse_int(*m, rec.mtime_ns))
+    return fail(i - 1, "mtime_ns is not a number");
   if (auto s = field("size"); s && !parse_int(*s, rec.size)) return fail(i - 1, "size is not a number");
   while (i < lines.size()) {
     if (lines[i].empty() && i + 1 == lines.size()) break;
@@ -104,7 +107,8 @@ Result<ProbeRecord> parse_probe_record(std::string_view text) {
     size_t n = 0;
     auto count = field("lines");
     if (!count || !parse_int(*count, n)) return fail(count ? i - 1 : i, "expected 'lines K'");
-    if (n > lines.size() - i) return fail(i, fmt::format("'lines {}' but only {} lines follow", n, lines.size() - i));
+    if (n > lines.size() - i)
+      return fail(i, fmt::format("'lines {}' but only {} lines follow", n, lines.size() - i));
     for (size_t k = 0; k < n; ++k) o.lines.emplace_back(lines[i + k]);
     i += n;
     if (!rec.runs.emplace(std::string(*args), std::move(o)).second) {
@@ -189,7 +193,8 @@ Result<ServerCaps> analyze_probes(const ProbeRecord& record) {
   parse_version(version->second.lines, caps);
   for (std::string_view probe : flag_probes()) {
     auto it = record.runs.find(std::string(probe) + " --version");
-    if (it == record.runs.end()) return Error(fmt::format("the probe record lacks the probe '{} --version'", probe));
+    if (it == record.runs.end())
+      return Error(fmt::format("the probe record lacks the probe '{} --version'", probe));
     if (it->second.exit_code == 0) {
       caps.accepted.emplace(probe);
     } else {
@@ -210,8 +215,8 @@ Result<ServerCaps> analyze_probes(const ProbeRecord& record) {
   const bool mla = caps.accepts("-mla 3");
   const std::string bogus = caps.rejection(kBogusFlag);
   if (caps.accepts(kBogusFlag)) {
-    return Error(fmt::format("'{}' accepts the made-up flag {}: not a llama-server argument parser", record.binary,
-                             kBogusFlag));
+    return Error(fmt::format("'{}' accepts the made-up flag {}: not a llama-server argument parser",
+                             record.binary, kBogusFlag));
   }
   if (reuse != mla) {
     caps.fork = reuse ? Fork::kMainline : Fork::kIk;
@@ -223,9 +228,10 @@ Result<ServerCaps> analyze_probes(const ProbeRecord& record) {
              contains(help->second.lines.front(), "----- common params -----")) {
     caps.fork = Fork::kMainline;
   } else {
-    return Error(fmt::format("cannot tell whether '{}' is mainline llama.cpp or ik_llama.cpp (--cache-reuse {}, "
-                             "-mla {}, unknown flag: '{}')",
-                             record.binary, reuse ? "accepted" : "rejected", mla ? "accepted" : "rejected", bogus));
+    return Error(
+        fmt::format("cannot tell whether '{}' is mainline llama.cpp or ik_llama.cpp (--cache-reuse {}, "
+                    "-mla {}, unknown flag: '{}')",
+                    record.binary, reuse ? "accepted" : "rejected", mla ? "accepted" : "rejected", bogus));
   }
 
   if (caps.accepts(kBogusCacheType)) {

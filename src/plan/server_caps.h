@@ -61,14 +61,14 @@ Result<ProbeRecord> parse_probe_record(std::string_view text);
 struct ServerCaps {
   std::string binary;
   Fork fork = Fork::kMainline;
-  std::string version;     // "0.4.0-dev"; empty when the build prints only a build number
-  uint64_t build = 0;      // git rev-list --count of the build (0/1 without git)
-  std::string commit;      // "80fb11a" or "unknown"
-  std::string built_with;  // "GNU 12.2.0 for Linux x86_64"
-  std::set<std::string> accepted;                // flag probes that exited 0
-  std::map<std::string, std::string> rejected;   // flag probe -> the build's error line
-  std::set<std::string> help_flags;              // option names listed by --help
-  std::vector<std::string> kv_types;             // accepted -ctk/-ctv values
+  std::string version;             // "0.4.0-dev"; empty when the build prints only a build number
+  uint64_t build = 0;              // git rev-list --count of the build (0/1 without git)
+  std::string commit;              // "80fb11a" or "unknown"
+  std::string built_with;          // "GNU 12.2.0 for Linux x86_64"
+  std::set<std::string> accepted;  // flag probes that exited 0
+  std::map<std::string, std::string> rejected;  // flag probe -> the build's error line
+  std::set<std::string> help_flags;             // option names listed by --help
+  std::vector<std::string> kv_types;            // accepted -ctk/-ctv values
   // False when the build says it has no usable GPU (mainline warns "no usable GPU found"
   // while parsing -ngl): -ngl then changes nothing and every layer stays on the host.
   bool gpu_offload = true;

@@ -1,9 +1,9 @@
 #include "plan/server_caps.h"
 
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 namespace kvgate::plan {
 namespace {
@@ -39,11 +39,13 @@ TEST(ServerCapsTest, MainlineFixture) {
   EXPECT_FALSE(c.accepts("-crs 0.50"));
   EXPECT_FALSE(c.accepts("-mla 3"));
   EXPECT_FALSE(c.accepts("-fa"));  // "-fa" consumes the next argument as its value
-  EXPECT_NE(c.rejection("-crs 0.50").find("invalid argument: -crs"), std::string::npos) << c.rejection("-crs 0.50");
+  EXPECT_NE(c.rejection("-crs 0.50").find("invalid argument: -crs"), std::string::npos)
+      << c.rejection("-crs 0.50");
   // The types mainline's parser accepts (server_behaviour.md §2.1).
-  EXPECT_EQ(c.kv_types, (std::vector<std::string>{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
-                                                  "q5_1"}));
-  for (auto f : {"--cache-reuse", "-kvu", "--no-kv-unified", "--flash-attn", "-ngl", "--n-gpu-layers", "-lv"}) {
+  EXPECT_EQ(c.kv_types, (std::vector<std::string>{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",
+                                                  "q5_0", "q5_1"}));
+  for (auto f :
+       {"--cache-reuse", "-kvu", "--no-kv-unified", "--flash-attn", "-ngl", "--n-gpu-layers", "-lv"}) {
     EXPECT_TRUE(c.help_flags.count(f)) << f;
   }
   EXPECT_EQ(c.describe(), "mainline llama.cpp 0.4.0-dev (build 1, commit 80fb11a) at llama-server");
@@ -56,8 +58,8 @@ TEST(ServerCapsTest, IkFixture) {
   EXPECT_EQ(c.version, "");
   EXPECT_EQ(c.build, 4840u);
   EXPECT_EQ(c.commit, "8337e4cd");
-  for (auto p : {"-cram 0", "-crs 0.50", "-cram-n-min 0", "--context-shift on", "--context-shift off", "-fa on",
-                 "-no-fa", "-mla 3", "-a kvgate-probe"}) {
+  for (auto p : {"-cram 0", "-crs 0.50", "-cram-n-min 0", "--context-shift on", "--context-shift off",
+                 "-fa on", "-no-fa", "-mla 3", "-a kvgate-probe"}) {
     EXPECT_TRUE(c.accepts(p)) << p;
   }
   for (auto p : {"--cache-reuse 0", "--context-shift", "-fa", "-lv 4", "-kvu", "--swa-full", "-ngl all",
@@ -94,11 +96,13 @@ TEST(ServerCapsTest, MalformedRecords) {
     return r.ok() ? std::string("ok") : r.error().message();
   };
   EXPECT_NE(err("not a record\n").find("line 1"), std::string::npos);
-  EXPECT_NE(err("kvgate-probe-record 1\nrun --version\nexit 0\nlines 3\nonly one\n").find("only 1 lines follow"),
-            std::string::npos);
+  EXPECT_NE(
+      err("kvgate-probe-record 1\nrun --version\nexit 0\nlines 3\nonly one\n").find("only 1 lines follow"),
+      std::string::npos);
   EXPECT_NE(err("kvgate-probe-record 1\nrun --version\nexit zero\n").find("line 3: expected 'exit N'"),
             std::string::npos);
-  EXPECT_NE(err("kvgate-probe-record 1\nrun -x\nexit 0\nlines 0\nrun -x\nexit 0\nlines 0\n").find("duplicate run '-x'"),
+  EXPECT_NE(err("kvgate-probe-record 1\nrun -x\nexit 0\nlines 0\nrun -x\nexit 0\nlines 0\n")
+                .find("duplicate run '-x'"),
             std::string::npos);
   EXPECT_NE(err("kvgate-probe-record 1\nbogus\n").find("expected 'run ARGS'"), std::string::npos);
   // Every truncation of a valid record either parses or fails cleanly.
@@ -164,9 +168,10 @@ TEST(ServerCapsTest, HelpFlagParsing) {
       "--spec-draft-type-k, -ctkd, --cache-type-k-draft TYPE",
       "-ot,   --override-tensor <tensor name pattern>=<buffer type>,...",
   });
-  EXPECT_EQ(flags, (std::set<std::string>{"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "-fa",
-                                          "--flash-attn", "-cram-n-min", "--cache-ram-n-min", "--spec-draft-type-k",
-                                          "-ctkd", "--cache-type-k-draft", "-ot", "--override-tensor"}));
+  EXPECT_EQ(flags,
+            (std::set<std::string>{"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "-fa",
+                                   "--flash-attn", "-cram-n-min", "--cache-ram-n-min", "--spec-draft-type-k",
+                                   "-ctkd", "--cache-type-k-draft", "-ot", "--override-tensor"}));
 }
 
 }  // namespace
