@@ -8,6 +8,7 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
+#include "gateway/history_repair.h"
 #include "gateway/normalize.h"
 #include "util/log.h"
 
@@ -67,11 +68,34 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   const auto t0 = Clock::now();
   RequestRecord rec{.route = "chat"};
   ChatRequest req;
-  if (auto e = parse_chat_request(request.body, req)) {
+  // History the engine would reject (broken tool-call arguments, null fields, orphan tool
+  // results, ...) is repaired before anything looks at it, the same way every turn, so the
+  // conversation hashes and renders identically from turn to turn.
+  json raw_body;
+  std::vector<HistoryRepair> repairs;
+  if (auto e = parse_json_body(request.body, raw_body)) {
     rec.status = e->status;
     rec.error_kind = "bad_request";
     metrics_.record(rec);
     return send_error(writer, *e);
+  }
+  if (raw_body.is_object() && raw_body.contains("messages") && raw_body["messages"].is_array()) {
+    const bool had_tools = raw_body.contains("tools");
+    auto rh = repair_history(std::move(raw_body["messages"]), had_tools ? std::move(raw_body["tools"]) : json());
+    raw_body["messages"] = std::move(rh.messages);
+    if (had_tools) raw_body["tools"] = std::move(rh.tools);
+    repairs = std::move(rh.repairs);
+  }
+  if (auto e = make_chat_request(std::move(raw_body), req)) {
+    rec.status = e->status;
+    rec.error_kind = "bad_request";
+    metrics_.record(rec);
+    return send_error(writer, *e);
+  }
+  for (const auto& r : repairs) {
+    metrics_.add(fmt::format("history_repairs_total{{kind=\"{}\"}}", repair_kind_name(r.kind)));
+    util::log_event(util::LogLevel::kInfo, "history_repair",
+                    {{"kind", std::string(repair_kind_name(r.kind))}, {"path", r.path}, {"detail", r.detail}});
   }
   rec.stream = req.stream;
   json& body = req.body;
@@ -170,6 +194,11 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   const bool reassigned = acquired.second;
   body["id_slot"] = slot;
   body["cache_prompt"] = true;
+  // An explicit seed lets a rejected generation be replayed faithfully (rescue).
+  if (!body.contains("seed") || !body["seed"].is_number_integer()) {
+    static std::atomic<uint32_t> next_seed{0x6b76u};
+    body["seed"] = next_seed.fetch_add(7919u) & 0x7fffffffu;
+  }
   if (req.stream) {
     if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
     body["stream_options"]["include_usage"] = true;
@@ -257,12 +286,22 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   }
   SendOutcome out;
   int overflow_retries = 0;
+  bool template_retried = false;
   while (!failure) {
-    body["messages"] = view;
+    body["messages"] = session->template_repairs ? strict_repair(view, body) : view;
     if (util::log_enabled(util::LogLevel::kDebug)) {
       util::log_event(util::LogLevel::kDebug, "upstream_request", {{"session", session->id}, {"body", body}});
     }
-    out = send_chat(body, req.stream, req.include_usage, counted_tokens, writer, relay.get(), cancel, t0);
+    out = send_chat(body, req.stream, req.include_usage, counted_tokens, static_cast<size_t>(conv.length), writer,
+                    relay.get(), cancel, t0);
+    if (out.template_error && !template_retried && !session->template_repairs) {
+      // The model's template refuses this history (a late system message, an empty
+      // assistant turn, ...): repair more strictly, and keep doing so for this session.
+      template_retried = true;
+      session->template_repairs = true;
+      metrics_.add("history_repairs_total{kind=\"template_retry\"}");
+      continue;
+    }
     if (!out.overflow || !options_.compaction || overflow_retries >= options_.max_overflow_retries) break;
     ++overflow_retries;
     metrics_.add("overflow_retries_total");
@@ -408,6 +447,8 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                    {"prefilled_tokens", u.prefilled_tokens},
                    {"completion_tokens", u.completion_tokens},
                    {"compactions", events.size()},
+                   {"history_repairs", repairs.size()},
+                   {"rescued", out.rescued},
                    {"overflow_retries", overflow_retries},
                    {"ttft_ms", out.ttft_ms},
                    {"total_ms", rec.total_ms}});

@@ -164,6 +164,10 @@ std::optional<ApiError> validate_chat_body(const json& body) {
 std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out) {
   json body;
   if (auto e = parse_json_body(text, body)) return e;
+  return make_chat_request(std::move(body), out);
+}
+
+std::optional<ApiError> make_chat_request(json body, ChatRequest& out) {
   if (auto e = validate_chat_body(body)) return e;
   out.body = std::move(body);
   const json& b = out.body;

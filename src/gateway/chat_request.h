@@ -33,6 +33,8 @@ struct ChatRequest {
 
 // Returns the error to answer with, or nullopt when `out` was filled.
 std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out);
+// The same for a body that is already parsed (e.g. after history repair).
+std::optional<ApiError> make_chat_request(nlohmann::json body, ChatRequest& out);
 // Validates an already parsed body (same rules); used for requests built internally too.
 std::optional<ApiError> validate_chat_body(const nlohmann::json& body);
 

@@ -1,12 +1,14 @@
 // One attempt at sending a chat request to the engine and relaying its answer
 // (Gateway::send_chat). An engine refusal because the prompt is larger than its context is
 // reported as `overflow` and nothing is sent to the client, so the caller can compact and
-// retry transparently.
+// retry transparently. A generation the engine's own output parser rejects is rescued
+// (chat_rescue.cc) and answered as a normal completion, streamed or not.
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "gateway/gateway.h"
+#include "gateway/rescue_replay.h"
 #include "gateway/sse.h"
 
 namespace kvgate::gateway {
@@ -18,6 +20,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+std::string engine_message(const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error")) {
+    if (j["error"].is_object()) return j["error"].value("message", "");
+    if (j["error"].is_string()) return j["error"].get<std::string>();
+  }
+  return body.substr(0, 500);
+}
 
 // Recognises the engines' "prompt larger than the context" answers: mainline 400
 // exceed_context_size_error (with n_prompt_tokens and n_ctx), ik 500 "exceeds the available
@@ -42,13 +53,21 @@ bool is_overflow(int status, const std::string& body, uint64_t& prompt_tokens, u
   return overflow;
 }
 
+bool is_template_error(int status, const std::string& message) {
+  return (status == 400 || status == 500) &&
+         (message.find("While executing") != std::string::npos || message.find("Jinja Exception") != std::string::npos);
+}
+
+std::string sse(const json& chunk) { return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+
 }  // namespace
 
 Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool include_usage, uint64_t prompt_tokens,
-                                        ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
-                                        Clock::time_point t0) {
+                                        size_t first_call_id, ResponseWriter& writer, StreamRelay* relay,
+                                        CancelScope& cancel, Clock::time_point t0) {
   SendOutcome out;
   const std::string upstream_body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string model = body.value("model", options_.model_name);
   if (!stream) {
     std::atomic<bool> done{false};
     std::thread watcher([&] {
@@ -62,31 +81,63 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
     });
     auto res = upstream_->call("POST", "/v1/chat/completions", upstream_body, upstream_timeout(prompt_tokens, true),
                                &cancel);
-    done = true;
-    watcher.join();
+    std::optional<std::string> rescue_reason;
     if (auto* err = std::get_if<UpstreamError>(&res)) {
       out.failure = from_upstream_error(*err);
-      return out;
+    } else {
+      auto& r = std::get<UpstreamResponse>(res);
+      out.status = r.status;
+      if (r.status != 200) {
+        const std::string message = engine_message(r.body);
+        out.overflow = is_overflow(r.status, r.body, out.overflow_prompt_tokens, out.overflow_context);
+        out.template_error = is_template_error(r.status, message);
+        out.failure = from_engine_answer(r.status, r.body);
+        if (is_output_parse_error(r.status, message)) rescue_reason = message;
+      } else {
+        auto j = json::parse(r.body, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+          out.failure = bad_gateway("the engine answered with a body that is not JSON");
+        } else if (has_unusable_arguments(j)) {
+          rescue_reason = "the engine returned tool-call arguments that are not a JSON object";
+          out.reply.set_response(j);
+          out.final_body = r.body;  // kept if the rescue fails
+        } else {
+          out.reply.set_response(j);
+          out.ttft_ms = ms_since(t0);
+          const bool changed = apply_empty_content_fallback(j, options_.thinking);
+          out.final_body = changed ? j.dump(-1, ' ', false, json::error_handler_t::replace) : std::move(r.body);
+        }
+      }
     }
-    auto& r = std::get<UpstreamResponse>(res);
-    out.status = r.status;
-    if (r.status != 200) {
-      out.overflow = is_overflow(r.status, r.body, out.overflow_prompt_tokens, out.overflow_context);
-      out.failure = from_engine_answer(r.status, r.body);
-      return out;
+    if (rescue_reason && !cancel.cancelled()) {
+      auto rescued = rescue_generation(body, first_call_id, cancel, *rescue_reason);
+      if (rescued.ok()) {
+        json resp = rescued_response(*rescued, model);
+        out.reply = ReplyAccumulator();
+        out.reply.set_response(resp);
+        out.final_body = resp.dump(-1, ' ', false, json::error_handler_t::replace);
+        out.failure.reset();
+        out.status = 200;
+        out.rescued = true;
+        out.ttft_ms = ms_since(t0);
+      } else {
+        metrics_.add("rescues_total{outcome=\"failed\"}");
+        if (out.failure) out.failure->message += " (rescue failed: " + rescued.error().message() + ")";
+      }
     }
-    auto j = json::parse(r.body, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      out.failure = bad_gateway("the engine answered with a body that is not JSON");
-      return out;
-    }
-    out.reply.set_response(j);
-    out.ttft_ms = ms_since(t0);
-    const bool changed = apply_empty_content_fallback(j, options_.thinking);
-    out.final_body = changed ? j.dump(-1, ' ', false, json::error_handler_t::replace) : std::move(r.body);
+    done = true;
+    watcher.join();
     return out;
   }
 
+  // Streaming. With tools declared, everything from the first tool-call delta on is held
+  // back until the end: if the engine then rejects its output, the rescued calls replace it
+  // and the client never sees a half-parsed call.
+  const bool hold_calls = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
+  std::vector<std::string> held;
+  bool holding = false;
+  std::optional<std::string> parse_error;
+  std::string chunk_id = "chatcmpl-kvgate";
   SseParser parser;
   std::string error_body;
   auto res = upstream_->stream(
@@ -110,8 +161,16 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
            } else {
              auto chunk = json::parse(ev.data, nullptr, false);
              if (!chunk.is_discarded()) {
+               if (chunk.contains("id") && chunk["id"].is_string()) chunk_id = chunk["id"].get<std::string>();
+               if (chunk.contains("error")) {
+                 const std::string message = chunk["error"].is_object() ? chunk["error"].value("message", "") : "";
+                 if (is_output_parse_error(500, message)) {
+                   parse_error = message;
+                   continue;  // replaced by the rescue below
+                 }
+                 out.saw_error_event = true;
+               }
                out.reply.add_chunk(chunk);
-               if (chunk.contains("error")) out.saw_error_event = true;
                if (auto p = chunk.find("prompt_progress"); p != chunk.end() && p->is_object()) {
                  relay->set_progress(fmt::format("prefill {}/{} tokens ({} cached)", p->value("processed", 0),
                                                  p->value("total", 0), p->value("cache", 0)));
@@ -120,10 +179,22 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                const bool usage_only = chunk.contains("usage") && chunk.contains("choices") &&
                                        chunk["choices"].is_array() && chunk["choices"].empty();
                if (usage_only && !include_usage) forward = false;
+               if (hold_calls && !holding && chunk.contains("choices") && chunk["choices"].is_array()) {
+                 for (const auto& c : chunk["choices"]) {
+                   if (c.is_object() && c.contains("delta") && c["delta"].is_object() && c["delta"].contains("tool_calls")) {
+                     holding = true;
+                   }
+                 }
+               }
                if (out.ttft_ms < 0 && out.reply.has_output()) out.ttft_ms = ms_since(t0);
              }
            }
-           if (forward && !relay->write(ev.raw)) return false;
+           if (!forward) continue;
+           if (holding) {
+             held.push_back(ev.raw);
+           } else if (!relay->write(ev.raw)) {
+             return false;
+           }
          }
          return true;
        }},
@@ -131,11 +202,59 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
   if (auto* err = std::get_if<UpstreamError>(&res)) {
     out.failure = from_upstream_error(*err);
   } else if (out.status != 200) {
+    const std::string message = engine_message(error_body);
     out.overflow = is_overflow(out.status, error_body, out.overflow_prompt_tokens, out.overflow_context);
+    out.template_error = is_template_error(out.status, message);
     out.failure = from_engine_answer(out.status, error_body);
+  } else if (parse_error && !cancel.cancelled()) {
+    auto rescued = rescue_generation(body, first_call_id, cancel, *parse_error);
+    if (rescued.ok()) {
+      const std::string streamed = out.reply.content();
+      const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch()).count();
+      auto chunk = [&](json delta, json finish) {
+        return json{{"id", chunk_id}, {"object", "chat.completion.chunk"}, {"created", now}, {"model", model},
+                    {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}}})}};
+      };
+      const json& m = rescued->message;
+      const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+      if (content.size() > streamed.size() && content.compare(0, streamed.size(), streamed) == 0) {
+        relay->write(sse(chunk({{"content", content.substr(streamed.size())}}, nullptr)));
+      }
+      if (m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty()) {
+        json calls = json::array();
+        for (size_t i = 0; i < m["tool_calls"].size(); ++i) {
+          json c = m["tool_calls"][i];
+          c["index"] = i;
+          calls.push_back(std::move(c));
+        }
+        relay->write(sse(chunk({{"tool_calls", calls}}, nullptr)));
+      }
+      relay->write(sse(chunk(json::object(), rescued->finish_reason)));
+      if (include_usage) {
+        relay->write(sse({{"id", chunk_id}, {"object", "chat.completion.chunk"}, {"created", now}, {"model", model},
+                          {"choices", json::array()},
+                          {"usage", {{"prompt_tokens", rescued->prompt_tokens},
+                                     {"completion_tokens", rescued->completion_tokens},
+                                     {"total_tokens", rescued->prompt_tokens + rescued->completion_tokens}}}}));
+      }
+      out.reply = ReplyAccumulator();
+      out.reply.set_response(rescued_response(*rescued, model));
+      out.rescued = true;
+      out.saw_done = true;
+      held.clear();
+    } else {
+      metrics_.add("rescues_total{outcome=\"failed\"}");
+      out.failure = ApiError{.status = 500, .type = "server_error",
+                             .message = *parse_error + " (rescue failed: " + rescued.error().message() + ")",
+                             .code = "output_parse_error"};
+    }
   } else if (!out.saw_done && !out.saw_error_event && !cancel.cancelled()) {
     // The engine's stream ended early (crash, broken connection): say so in-stream.
     out.failure = bad_gateway("the engine's stream ended before completion");
+  }
+  for (const auto& raw : held) {
+    if (!relay->write(raw)) break;
   }
   return out;
 }

@@ -109,11 +109,29 @@ class Gateway {
     uint64_t overflow_prompt_tokens = 0;
     uint64_t overflow_context = 0;
     double ttft_ms = -1;
+    bool rescued = false;                // the answer came from rescue_generation()
+    bool template_error = false;         // the engine's chat template refused the history
     std::optional<std::string> final_body;  // non-streamed answer, sent after the session is saved
   };
   SendOutcome send_chat(const nlohmann::json& body, bool stream, bool include_usage, uint64_t prompt_tokens,
-                        ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
+                        size_t first_call_id, ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
                         std::chrono::steady_clock::time_point t0);
+  // A generation the engine rejected (or returned with unusable tool-call arguments),
+  // recovered by replaying the cached prompt as a raw completion and parsing it leniently.
+  struct Rescue {
+    nlohmann::json message;
+    std::string finish_reason;
+    uint64_t prompt_tokens = 0;
+    uint64_t completion_tokens = 0;
+    size_t calls = 0;
+  };
+  Result<Rescue> rescue_generation(const nlohmann::json& body, size_t first_call_id, CancelScope& cancel,
+                                   const std::string& reason);
+  static nlohmann::json rescued_response(const Rescue& r, const std::string& model);
+  static bool has_unusable_arguments(const nlohmann::json& response);
+  // The view with the opt-in repairs a strict template needs (late system messages become
+  // user messages, empty assistant turns are dropped); deterministic.
+  static nlohmann::json strict_repair(const nlohmann::json& view, const nlohmann::json& body);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
   // Engine-written summary of history before `until`, asked as a continuation of the cached prompt.

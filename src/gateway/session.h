@@ -75,6 +75,7 @@ class Session {
   std::string last_prompt;     // their rendering (when the token counter produced it)
   uint64_t last_sent_tokens = 0;
   uint64_t engine_generation = 0;  // of the engine that served the last request
+  bool template_repairs = false;   // the model's template needs the strict history repairs
 
   // Guarded by `mu`: a summary of the conversation for listings, and recent compactions.
   struct ViewStats {

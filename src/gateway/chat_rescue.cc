@@ -1,0 +1,117 @@
+// Rescue of a generation the engine rejected (Gateway::rescue_generation): the rendered
+// prompt is replayed as a raw, streamed completion with the same seed and sampling
+// settings (already cached, so it costs decoding only), and the text is parsed leniently
+// for tool calls (tool_call_parse.h). See docs/RESCUE.md for the measurements behind it.
+#include <fmt/format.h>
+
+#include "gateway/gateway.h"
+#include "gateway/history_repair.h"
+#include "gateway/relaxed_json.h"
+#include "gateway/rescue_replay.h"
+#include "gateway/sse.h"
+#include "gateway/tool_call_parse.h"
+#include "util/log.h"
+
+namespace kvgate::gateway {
+
+using nlohmann::json;
+
+Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t first_call_id, CancelScope& cancel,
+                                                  const std::string& reason) {
+  const std::string body_text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto rendered = upstream_->call("POST", "/apply-template", body_text, std::chrono::seconds(60), &cancel);
+  if (auto* err = std::get_if<UpstreamError>(&rendered)) return Error("rescue: " + err->message);
+  auto& rr = std::get<UpstreamResponse>(rendered);
+  auto rj = json::parse(rr.body, nullptr, false);
+  if (rr.status != 200 || rj.is_discarded() || !rj.contains("prompt") || !rj["prompt"].is_string()) {
+    return Error(fmt::format("rescue: the engine could not render the request ({})", rr.status));
+  }
+  const json replay = replay_completion_body(body, rj["prompt"].get<std::string>());
+  ReplayText text;
+  SseParser parser;
+  int status = 0;
+  std::string error_body;
+  auto res = upstream_->stream(
+      "/completion", replay.dump(-1, ' ', false, json::error_handler_t::replace),
+      {.on_start = [&](int st, const std::string&) {
+         status = st;
+         return true;
+       },
+       .on_data = [&](std::string_view data) {
+         if (status != 200) {
+           error_body.append(data);
+           return error_body.size() < 65536;
+         }
+         for (const auto& ev : parser.feed(data)) {
+           if (!ev.comment_only) text.add_event(ev.data);
+         }
+         return true;
+       }},
+      upstream_timeout(0, false), &cancel);
+  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("rescue: " + err->message);
+  if (status != 200) return Error(fmt::format("rescue: the replay was refused ({}): {}", status, error_body.substr(0, 300)));
+  if (text.text().empty() && text.failed()) return Error("rescue: the replay produced no readable text either");
+
+  const json tools = body.contains("tools") ? body["tools"] : json::array();
+  ToolCallParseResult parsed = parse_tool_calls(text.text(), tools, {.first_id = first_call_id});
+  Rescue r;
+  r.message = parsed.message;
+  r.finish_reason = parsed.call_count() > 0 ? "tool_calls" : (text.stopped_by_limit() ? "length" : "stop");
+  r.prompt_tokens = static_cast<uint64_t>(std::max(0, text.tokens_evaluated()));
+  r.completion_tokens = static_cast<uint64_t>(std::max(0, text.tokens_predicted()));
+  r.calls = parsed.call_count();
+  json notes = json::array();
+  for (const auto& n : parsed.notes) {
+    notes.push_back({{"issue", std::string(call_issue_name(n.issue))}, {"call", n.call}, {"detail", n.detail}});
+  }
+  const std::string outcome = r.calls > 0 ? "tool_calls" : "content";
+  metrics_.add(fmt::format("rescues_total{{outcome=\"{}\"}}", outcome));
+  util::log_event(util::LogLevel::kInfo, "rescue",
+                  {{"reason", reason},
+                   {"outcome", outcome},
+                   {"calls", r.calls},
+                   {"raw", sanitize_utf8(text.text().substr(0, 2000))},
+                   {"replay_failed_midway", text.failed()},
+                   {"notes", notes}});
+  return r;
+}
+
+json Gateway::rescued_response(const Rescue& r, const std::string& model) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return {{"id", fmt::format("chatcmpl-kvgate-{}", now)},
+          {"object", "chat.completion"},
+          {"created", now},
+          {"model", model},
+          {"choices", json::array({{{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}}})},
+          {"usage",
+           {{"prompt_tokens", r.prompt_tokens},
+            {"completion_tokens", r.completion_tokens},
+            {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
+          {"kvgate", {{"rescued", true}}}};
+}
+
+json Gateway::strict_repair(const json& view, const json& body) {
+  auto rh = repair_history(view, body.contains("tools") ? body["tools"] : json(),
+                           {.convert_late_system_messages = true, .drop_empty_assistant_turns = true});
+  return rh.messages;
+}
+
+bool Gateway::has_unusable_arguments(const json& response) {
+  auto choices = response.find("choices");
+  if (choices == response.end() || !choices->is_array()) return false;
+  for (const auto& c : *choices) {
+    if (!c.is_object() || !c.contains("message") || !c["message"].is_object()) continue;
+    const json& m = c["message"];
+    if (!m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (const auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) return true;
+      const json& fn = call["function"];
+      if (!fn.contains("arguments") || !fn["arguments"].is_string()) return true;
+      auto parsed = parse_strict_json(fn["arguments"].get_ref<const std::string&>());
+      if (!parsed || !parsed->is_object()) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace kvgate::gateway
