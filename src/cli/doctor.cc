@@ -2,7 +2,9 @@
 //
 // Reads a llama-server startup log (mainline at -lv 4, or ik_llama.cpp), states what the
 // server really allocated and, given the plan options (and the model, for sizes), compares
-// it with the plan: every difference is a named finding (engine/verify.h). Exit codes: 0 no
+// it with the plan: every difference is a named finding (engine/verify.h). With --model,
+// server settings that are not given are taken from the log itself, so the sizes the engine
+// allocated for them are still checked. Exit codes: 0 no
 // error finding, 1 an error finding (or the log has no allocation lines / cannot be read),
 // 2 usage.
 #include <cstdio>
@@ -138,6 +140,60 @@ std::string facts_text(const engine::StartupFacts& f) {
   return out;
 }
 
+// With a model but without some server settings, take those settings from the log, so the
+// comparison checks what the engine allocated for them (sizes, cells, layers, state) rather
+// than reporting the missing options as mismatches. Returns the options taken.
+std::vector<std::string> settings_from_log(const engine::StartupFacts& f, const CLI::App& app, PlanArgs& a) {
+  std::vector<std::string> taken;
+  auto unset = [&app](const char* opt) { return app.count(opt) == 0; };
+  if (unset("--ctx") && f.n_ctx) {
+    a.ctx = std::to_string(*f.n_ctx);
+    taken.push_back("--ctx " + a.ctx);
+  }
+  const std::optional<uint32_t> slots = f.n_seq_max ? f.n_seq_max : f.n_slots;
+  if (unset("--parallel") && slots) {
+    a.parallel = *slots;
+    taken.push_back("--np " + std::to_string(*slots));
+  }
+  if (unset("--kvu") && unset("--no-kvu") && f.kv_unified && f.fork != plan::Fork::kIk) {
+    a.kv_unified = *f.kv_unified;
+    taken.push_back(*f.kv_unified ? "--kvu" : "--no-kvu");
+  }
+  std::string k, v;
+  if (!f.kv_caches.empty()) {
+    k = f.kv_caches.front().type_k;
+    v = f.kv_caches.front().type_v;
+  } else if (f.kv_self) {
+    k = f.kv_self->type_k;
+    v = f.kv_self->type_v;
+  }
+  if (unset("--ctk") && !k.empty()) {
+    a.ctk = k;
+    taken.push_back("--ctk " + k);
+  }
+  if (unset("--ctv") && unset("--ctk") && (!v.empty() || !k.empty())) {
+    a.ctv = v.empty() ? a.ctk : v;
+    taken.push_back("--ctv " + a.ctv);
+  }
+  if (unset("--ubatch") && f.n_ubatch) {
+    a.ubatch = *f.n_ubatch;
+    taken.push_back("--ubatch " + std::to_string(*f.n_ubatch));
+  }
+  if (unset("--batch") && f.n_batch) a.batch = *f.n_batch;
+  if (unset("--flash-attn") && f.flash_attn) {
+    a.flash_attn = *f.flash_attn ? "on" : "off";
+    taken.push_back("--flash-attn " + a.flash_attn);
+  }
+  // -ngl stays "all" unless given: a partial offload is exactly what doctor must report. A
+  // build without GPU offload prints no offload line at all; plan it as one.
+  if (unset("--ngl") && unset("--no-gpu") && !f.offloaded && f.has_allocation_facts()) {
+    a.no_gpu = true;
+    taken.push_back("--no-gpu");
+  }
+  if (unset("--mla") && f.mla_attn && f.fork == plan::Fork::kIk) a.mla = *f.mla_attn;
+  return taken;
+}
+
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot read {}", path));
@@ -169,14 +225,16 @@ int run_doctor(int argc, char** argv) {
 
   // The fork: as given, else as the log shows.
   if (app.count("--fork") == 0 && facts.fork) args.fork = *facts.fork == plan::Fork::kIk ? "ik" : "mainline";
+  bool settings_given = false;
+  for (const char* opt : {"--ctx", "--ctk", "--ctv", "--parallel", "--kvu", "--no-kvu", "--ngl", "--flash-attn", "--ubatch"}) {
+    settings_given = settings_given || app.count(opt) > 0;
+  }
+  std::vector<std::string> from_log;
+  if (!args.model.empty()) from_log = settings_from_log(facts, app, args);
   auto resolved = resolve_plan_args(args, app);
   if (!resolved) {
     std::fprintf(stderr, "kvgate doctor: %s\n", resolved.error().message().c_str());
     return kExitUsage;
-  }
-  bool settings_given = false;
-  for (const char* opt : {"--ctx", "--ctk", "--ctv", "--parallel", "--kvu", "--ngl", "--flash-attn", "--ubatch"}) {
-    settings_given = settings_given || app.count(opt) > 0;
   }
 
   std::optional<plan::ModelDescriptor> model;
@@ -211,6 +269,7 @@ int run_doctor(int argc, char** argv) {
     j["log"] = log_path;
     j["facts"] = facts_json(facts);
     j["compared_with"] = source;
+    j["settings_from_log"] = from_log;
     if (memory) {
       PlanReport report{.model_path = args.model, .model = &*model, .settings = &resolved->settings, .plan = &*memory,
                         .budget = resolved->budget};
@@ -234,6 +293,11 @@ int run_doctor(int argc, char** argv) {
                          : "fork not recognised",
               facts.lines, facts.recognised);
   std::fputs(facts_text(facts).c_str(), stdout);
+  if (!from_log.empty()) {
+    std::string taken;
+    for (const auto& t : from_log) taken += (taken.empty() ? "" : " ") + t;
+    std::printf("\n(settings not given, taken from the log: %s)\n", taken.c_str());
+  }
   if (source == "none") {
     std::printf("\n(no plan options given: only the log's own warnings are checked; add --model and the server's "
                 "settings to compare)\n");

@@ -161,6 +161,24 @@ TEST_F(PlanCliTest, DoctorOnFixtures) {
   EXPECT_NE(junk.output.find("not a llama-server startup log"), std::string::npos) << junk.output;
   EXPECT_EQ(kvgate({"doctor", "--log", "/nonexistent.log"}).code, 1);
   EXPECT_EQ(kvgate({"doctor"}).code, 2) << "--log is required";
+  // With a model and no settings, the settings come from the log and the sizes are checked.
+  const auto tiny = std::filesystem::temp_directory_path() / fmt::format("kvgate_cli_tiny_qwen35_{}.gguf", ::getpid());
+  gguf::SynthSpec spec = *gguf::synth_defaults("qwen35");
+  spec.metadata_only = true;
+  ASSERT_TRUE(gguf::synthesize(spec, nullptr, tiny).ok());
+  Ran from_log = kvgate({"doctor", "--log", fixture("pinned_qwen35_np2_q8_0_lv4.log"), "--model", tiny.string(), "--json"});
+  EXPECT_EQ(from_log.code, 0) << from_log.output;
+  const json from_log_json = parse(from_log);
+  EXPECT_EQ(from_log_json["compared_with"], "plan");
+  EXPECT_EQ(from_log_json["plan"]["kv"]["mib"], 2.12);
+  EXPECT_EQ(from_log_json["plan"]["recurrent"]["mib"], 0.22);
+  EXPECT_GE(from_log_json["settings_from_log"].size(), 5u) << from_log.output;
+  // Asking for more than the server got is still a finding.
+  Ran more = kvgate({"doctor", "--log", fixture("pinned_qwen35_np2_q8_0_lv4.log"), "--model", tiny.string(), "--ctx",
+                     "8192"});
+  EXPECT_EQ(more.code, 1) << more.output;
+  std::filesystem::remove(tiny);
+
   Ran capped = kvgate({"doctor", "--log", fixture("mainline_capped_by_training_context.log")});
   EXPECT_EQ(capped.code, 0) << "a warning, not an error";
   EXPECT_NE(capped.output.find("slot_capped_by_training_context"), std::string::npos);

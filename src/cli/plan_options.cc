@@ -44,8 +44,10 @@ void add_plan_options(CLI::App& app, PlanArgs& a, bool model_positional) {
   }
   app.add_option("--ctx,-c", a.ctx, "context (-c): 4096, 32k, 256k; 0 = the training context")->capture_default_str();
   app.add_option("--parallel,--np", a.parallel, "slots (-np)")->capture_default_str();
-  app.add_flag("--kvu,--kv-unified,!--no-kvu,!--no-kv-unified", a.kv_unified,
-               "one KV pool shared by all slots (mainline -kvu; default: per-slot)");
+  app.add_flag_function("--kvu,--kv-unified", [&a](int64_t) { a.kv_unified = true; },
+                        "one KV pool shared by all slots (mainline -kvu; default: per-slot)");
+  app.add_flag_function("--no-kvu,--no-kv-unified", [&a](int64_t) { a.kv_unified = false; },
+                        "a KV stream per slot (mainline -no-kvu)");
   app.add_option("--ctk", a.ctk, "K cache type (f16, q8_0, q4_0, …; ik also q6_0, q8_KV; auto with --fit)")
       ->capture_default_str();
   app.add_option("--ctv", a.ctv, "V cache type (default: the K type; quantized V needs flash attention)");
@@ -76,7 +78,7 @@ Result<ResolvedPlanArgs> resolve_plan_args(const PlanArgs& a, const CLI::App& ap
   s.ctx = static_cast<uint32_t>(*ctx);
   if (a.parallel == 0) return Error("--parallel must be at least 1");
   s.parallel = a.parallel;
-  s.kv_unified = app.count("--kvu") > 0 ? a.kv_unified : std::nullopt;
+  s.kv_unified = a.kv_unified;
   if (r.options.fork == plan::Fork::kIk && s.kv_unified) {
     return Error("--kvu/--no-kvu are mainline flags: ik_llama.cpp always uses one KV pool");
   }
