@@ -7,7 +7,8 @@
 //   4. start the engine under the supervisor (engine/supervisor.h): /health, the startup
 //      log checked as it arrives, a real 1-token completion, then deep health probes,
 //      restarts on crash or hang;
-//   5. serve the pass-through (engine/passthrough.h) on --listen and print what is running.
+//   5. serve the gateway (src/gateway: sessions, compaction, durable state) on --listen and
+//      print what is running.
 // Exit: 0 after a requested stop, 1 when the engine cannot be started or kvgate gives up
 // (a service manager then restarts it), 2 for usage errors.
 #include <chrono>
@@ -27,7 +28,9 @@
 #include "cli/up_options.h"
 #include "engine/instance_lock.h"
 #include "engine/live_doctor.h"
-#include "engine/passthrough.h"
+#include "gateway/gateway.h"
+#include "gateway/http_server.h"
+#include "plan/fit.h"
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "engine/rotating_log.h"
@@ -203,20 +206,69 @@ int run_up(int argc, char** argv) {
       lock_ptr->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
   });
 
-  // 4. Listen before the engine starts: a port held by another process is an error, never
-  // a silent move to another port (this process holds the lock, so it is not a kvgate up).
-  auto passthrough = engine::Passthrough::bind(
-      {.host = cfg.listen.host, .port = cfg.listen.port, .api_key = cfg.api_key.value_or("")},
-      [&supervisor](std::string* why) -> std::optional<engine::EngineEndpoint> {
-        const auto st = supervisor.status();
-        if (engine::is_serving(st.state) && st.endpoint) return st.endpoint;
-        *why = fmt::format("it is {}", engine::state_name(st.state));
-        return std::nullopt;
-      },
-      [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); });
-  if (!passthrough)
-    return fail(passthrough.error().message() + " (no kvgate up holds it: another program does)");
-  (*passthrough)->start();
+  // 4. The gateway. It listens before the engine starts: a port held by another process is
+  // an error, never a silent move to another port (this process holds the lock, so it is
+  // not another kvgate up).
+  gateway::GatewayOptions go;
+  go.api_key = cfg.api_key.value_or("");
+  go.slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel));
+  go.max_sessions = cfg.max_sessions;
+  go.thinking.default_on = cfg.thinking;
+  go.compaction = cfg.compaction;
+  go.keepalive = std::chrono::milliseconds(cfg.keepalive.count());
+  go.model_name = settings.alias.value_or(model->filename().string());
+  go.context_tokens = memory->n_ctx_slot;
+  const uint64_t high = cfg.high_watermark && cfg.high_watermark->tokens ? *cfg.high_watermark->tokens
+                        : cfg.high_watermark && cfg.high_watermark->fraction
+                            ? static_cast<uint64_t>(static_cast<double>(memory->n_ctx_slot) * *cfg.high_watermark->fraction)
+                            : plan::safe_cap(memory->n_ctx_slot);
+  go.high_watermark_tokens = high;
+  if (cfg.low_watermark && cfg.low_watermark->tokens) {
+    go.low_watermark_fraction = std::min(1.0, static_cast<double>(*cfg.low_watermark->tokens) / static_cast<double>(high));
+  } else if (cfg.low_watermark && cfg.low_watermark->fraction) {
+    go.low_watermark_fraction = *cfg.low_watermark->fraction;
+  }
+  // Engines that can shift cached chunks keep the retained messages cached when the summary
+  // follows them (mainline --cache-reuse, attention-only models).
+  go.compaction_options.summary_after_tail = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
+  go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
+  auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
+    const auto st = supervisor.status();
+    gateway::EngineEndpoint ep;
+    ep.available = engine::is_serving(st.state) && st.endpoint.has_value();
+    ep.state = engine::state_name(st.state);
+    if (st.endpoint) {
+      ep.host = st.endpoint->host;
+      ep.port = st.endpoint->port;
+      ep.api_key = st.endpoint->api_key;
+    }
+    return ep;
+  });
+  gateway::Gateway gw(go, upstream);
+  std::string state_note = "sessions in memory only";
+  if (cfg.state_dir.value_or("") != "none") {
+    const fs::path state_dir = cfg.state_dir ? fs::path(*cfg.state_dir)
+                                             : engine::cache_root() / "state" /
+                                                   fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+    if (auto st = gw.open_store(state_dir / "sessions.db"); !st) return fail(st.error().message());
+    state_note = "sessions kept in " + (state_dir / "sessions.db").string();
+  }
+  uint64_t seen_generation = 0;
+  supervisor.add_listener([&gw, &seen_generation](const engine::Transition&, const engine::SupervisorStatus& st) {
+    if (st.generation != seen_generation) {
+      if (seen_generation != 0) gw.on_engine_restart();
+      seen_generation = st.generation;
+    }
+  });
+  gateway::HttpServerOptions http;
+  http.host = cfg.listen.host;
+  http.port = cfg.listen.port;
+  http.max_body_bytes = cfg.max_body_bytes;
+  gateway::HttpServer server_front(http, [&gw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) {
+    gw.handle(r, w);
+  });
+  if (auto st = server_front.start(); !st) return fail(st.error().message() + " (no kvgate up holds it: another program does)");
+  const std::string gateway_url = fmt::format("http://{}:{}", cfg.listen.host, server_front.port());
 
   say(fmt::format("engine: {}", caps.describe()));
   say(fmt::format("plan: {}", plan_summary(*memory, cfg.memory_budget)));
@@ -253,15 +305,15 @@ int run_up(int argc, char** argv) {
       } else {
         say("startup log: not checked (no verifier available)");
       }
-      say(fmt::format("gateway: {}/v1  (pass-through to the engine{})", (*passthrough)->url(),
-                      cfg.api_key ? "; clients send --api-key" : ""));
+      say(fmt::format("gateway: {}/v1  ({}; compaction {} at {} tokens{})", gateway_url, state_note,
+                      go.compaction ? "on" : "off", high, cfg.api_key ? "; clients send --api-key" : ""));
       std::fflush(stderr);
     }
   }
-  // The engine first: streams still relayed end with it, so the pass-through's workers can
+  // The engine first: streams still relayed end with it, so the gateway's connections can
   // finish and stop() returns promptly.
   supervisor.stop();
-  (*passthrough)->stop();
+  server_front.stop();
   return exit_code;
 }
 

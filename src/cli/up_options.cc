@@ -55,6 +55,14 @@ constexpr UpOptionInfo kOptions[] = {
     {"backoff", "first restart delay (default 1s), doubling per restart"},
     {"backoff-max", "restart delay cap (default 60s)"},
     {"max-failed-starts", "starts in a row that never get ready before giving up (default 5; 0 = never)"},
+    {"state-dir", "where sessions are kept across restarts (default ~/.cache/kvgate/state/up-HOST-PORT; 'none': memory only)"},
+    {"thinking", "on|off: the default for clients that do not ask (default off)"},
+    {"compaction", "on|off: compact conversations before they overflow (default on)"},
+    {"high-watermark", "compact when a prompt would pass this: tokens or a percentage of the slot context (default: the planner's safe cap, 3/4 of the slot)"},
+    {"low-watermark", "compact down to this: tokens or a percentage of the high watermark (default 55%)"},
+    {"max-body", "largest request body accepted (default 64MiB)"},
+    {"max-sessions", "sessions kept in memory (default 1024; more stay in the state directory)"},
+    {"keepalive", "SSE keep-alive interval while the engine is silent (default 10s)"},
 };
 
 bool known(std::string_view name) {
@@ -315,6 +323,35 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       c.log_max_bytes = *b;
     } else if (name == "log-keep") {
       KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));
+    } else if (name == "state-dir") {
+      c.state_dir = v;
+    } else if (name == "thinking") {
+      KV_ASSIGN_OR_RETURN(c.thinking, on_off(name, v));
+    } else if (name == "compaction") {
+      KV_ASSIGN_OR_RETURN(c.compaction, on_off(name, v));
+    } else if (name == "high-watermark" || name == "low-watermark") {
+      Watermark w;
+      if (!v.empty() && v.back() == '%') {
+        double pct = 0;
+        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size() - 1, pct);
+        if (ec != std::errc() || ptr != v.data() + v.size() - 1 || pct <= 0 || pct > 100) {
+          return Error(fmt::format("--{} '{}': expected a percentage from 1% to 100%", name, v));
+        }
+        w.fraction = pct / 100.0;
+      } else {
+        auto t = util::parse_tokens(v);
+        if (!t || *t == 0) return Error(fmt::format("--{} '{}': expected tokens (e.g. 24k) or a percentage", name, v));
+        w.tokens = *t;
+      }
+      (name == "high-watermark" ? c.high_watermark : c.low_watermark) = w;
+    } else if (name == "max-body") {
+      auto b = util::parse_bytes(v);
+      if (!b || *b < 1024) return Error(fmt::format("--max-body '{}': expected a size of at least 1KiB", v));
+      c.max_body_bytes = *b;
+    } else if (name == "max-sessions") {
+      KV_ASSIGN_OR_RETURN(c.max_sessions, number<uint32_t>(name, v, 1, 10000000));
+    } else if (name == "keepalive") {
+      KV_TRY(duration(c.keepalive));
     } else if (name == "health-interval") {
       KV_TRY(duration(c.timing.health_interval));
     } else if (name == "probe-timeout") {

@@ -80,7 +80,21 @@ struct UpConfig {
   std::optional<std::string> log_dir;
   uint64_t log_max_bytes = 20ull << 20;
   int log_keep = 5;
+  // The gateway.
+  std::optional<std::string> state_dir;  // "none": sessions in memory only
+  bool thinking = false;
+  bool compaction = true;
+  struct Watermark {
+    std::optional<uint64_t> tokens;
+    std::optional<double> fraction;
+  };
+  std::optional<Watermark> high_watermark;  // tokens, or a fraction of the slot context
+  std::optional<Watermark> low_watermark;   // tokens, or a fraction of the high watermark
+  uint64_t max_body_bytes = 64ull << 20;
+  uint32_t max_sessions = 1024;
+  engine::Millis keepalive{10000};
 };
+using Watermark = UpConfig::Watermark;
 Result<UpConfig> resolve_up_options(const UpOptions& options);
 
 }  // namespace kvgate::cli

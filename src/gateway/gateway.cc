@@ -130,6 +130,10 @@ std::optional<ApiError> Gateway::wait_for_engine(ResponseWriter& writer) {
 }
 
 ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
+  if (options_.on_engine_failure &&
+      (e.kind == UpstreamFailure::kConnect || e.kind == UpstreamFailure::kTimeout || e.kind == UpstreamFailure::kBroken)) {
+    options_.on_engine_failure(e.message);
+  }
   switch (e.kind) {
     case UpstreamFailure::kUnavailable:
     case UpstreamFailure::kConnect:
@@ -145,6 +149,14 @@ ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
 }
 
 ApiError Gateway::from_engine_answer(int status, const std::string& body) const {
+  // A 5xx that is not about this request's content (overflow, template, output parsing)
+  // may be a wedged engine: let the supervisor look.
+  if (options_.on_engine_failure && status >= 500 && body.find("exceeds the available context") == std::string::npos &&
+      body.find("does not match the expected") == std::string::npos &&
+      body.find("While executing") == std::string::npos && body.find("Failed to parse") == std::string::npos &&
+      body.find("Jinja Exception") == std::string::npos) {
+    options_.on_engine_failure(fmt::format("the engine answered {}", status));
+  }
   ApiError e;
   e.status = status >= 400 ? status : 502;
   e.type = status >= 500 ? "server_error" : "invalid_request_error";

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <memory>
 #include <string>
@@ -67,6 +68,9 @@ struct GatewayOptions {
   std::chrono::seconds summary_timeout{120};
   StabiliserOptions stabiliser;
   int max_overflow_retries = 2;
+  // Told when the engine cannot be reached or fails a request with a 5xx it did not
+  // explain (the supervisor then probes it at once). Called from request threads.
+  std::function<void(const std::string& what)> on_engine_failure;
 };
 
 class Gateway {

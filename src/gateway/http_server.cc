@@ -204,8 +204,8 @@ Status HttpServer::start() {
     ::freeaddrinfo(res);
     ::close(fd);
     if (err == EADDRINUSE) {
-      return Error(fmt::format("{}:{} is already in use by another process; choose another --listen port or stop "
-                               "the process holding it",
+      return Error(fmt::format("cannot listen on {}:{}: the address is already in use by another process; choose "
+                               "another --listen port or stop the process holding it",
                                host, options_.port));
     }
     return Error(fmt::format("cannot listen on {}:{}: {}", host, options_.port, std::strerror(err)));
