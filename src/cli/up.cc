@@ -180,6 +180,16 @@ int run_up(int argc, char** argv) {
                     util::format_bytes(memory->total()), util::format_bytes(*cfg.memory_budget),
                     plan_summary(*memory, cfg.memory_budget), model->string(), options.values["memory"]));
   }
+  // Chunk reuse by KV shift lets a compacted prompt keep the retained messages' cache
+  // (the summary then follows them, see the gateway below). Attention-only models on builds
+  // that have it; recurrent and sliding-window caches cannot shift.
+  bool shifts = false;
+  if (!settings.cache_reuse && caps.accepts("--cache-reuse 0") && !memory->recurrent) {
+    bool attention_only = true;
+    for (const auto& c : memory->caches) attention_only = attention_only && c.role == plan::CacheRole::kMain;
+    if (attention_only) settings.cache_reuse = 256;
+  }
+  shifts = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
   auto args = plan::launch_args(settings, caps);
   if (!args) return fail(args.error().message());
 
@@ -230,7 +240,7 @@ int run_up(int argc, char** argv) {
   }
   // Engines that can shift cached chunks keep the retained messages cached when the summary
   // follows them (mainline --cache-reuse, attention-only models).
-  go.compaction_options.summary_after_tail = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
+  go.compaction_options.summary_after_tail = shifts;
   go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
   auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
     const auto st = supervisor.status();

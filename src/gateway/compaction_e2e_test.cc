@@ -180,3 +180,48 @@ TEST_F(CompactionE2eTest, ManualCompaction) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// On an engine that shifts cached chunks (mainline --cache-reuse), the summary goes after
+// the retained messages, which then keep their cached KV through a compaction.
+TEST(CompactionShiftE2eTest, RetainedMessagesStayCachedThroughACompaction) {
+  auto engine = testing::Engine::start({.args = {"-c", "4096", "-np", "1", "--cache-reuse", "64"}});
+  GatewayOptions o;
+  o.compaction_options.summary_max_tokens = 64;
+  o.compaction_options.summary_after_tail = true;
+  testing::Front front([&] { return engine->endpoint(); }, o);
+  auto c = front.client();
+  json messages = json::array({{{"role", "system"}, {"content", "You are a coding agent. Be brief."}},
+                               {{"role", "user"}, {"content", "Please review the modules one by one."}}});
+  uint64_t compacted_prompt = 0, compacted_cached = 0;
+  size_t compactions_seen = 0;
+  for (int i = 0; i < 24 && compactions_seen == 0; ++i) {
+    auto a = testing::post_json(c, "/v1/chat/completions", testing::plain_chat(messages, 8));
+    ASSERT_EQ(a.status, 200) << "turn " << i << ": " << a.raw;
+    auto s = json::parse(c.Get("/kvgate/v1/sessions")->body)["data"][0];
+    if (s["compaction_history"].size() > compactions_seen) {
+      compactions_seen = s["compaction_history"].size();
+      compacted_prompt = a.body["usage"]["prompt_tokens"];
+      compacted_cached = a.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+    }
+    const std::string id = fmt::format("call_{}", i);
+    messages.push_back({{"role", "assistant"}, {"content", fmt::format("Reading module {}.", i)},
+                        {"tool_calls", json::array({{{"id", id}, {"type", "function"},
+                                                     {"function", {{"name", "read_file"}, {"arguments", "{}"}}}}})}});
+    std::string out;
+    for (int w = 0; w < 30; ++w) out += fmt::format("line {} value {} ok\n", w, (w * 7 + i) % 97);
+    messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", out}});
+    messages.push_back({{"role", "user"}, {"content", fmt::format("Now check module {}.", i + 1)}});
+  }
+  ASSERT_GT(compactions_seen, 0U) << "no compaction happened";
+  std::printf("compacted turn: %llu prompt tokens, %llu reused from the cache\n",
+              static_cast<unsigned long long>(compacted_prompt), static_cast<unsigned long long>(compacted_cached));
+  // The system message and the retained messages (well over half of the compacted prompt)
+  // are reused; without shifting only the system message would be.
+  EXPECT_GT(compacted_cached * 2, compacted_prompt);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
