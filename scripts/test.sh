@@ -18,7 +18,10 @@ ctest --test-dir build --output-on-failure -j "$jobs" "$@"
 if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
   log "asan build: unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake --preset asan >/dev/null
-  cmake --build build-asan -j "$jobs"
+  # Only the unit-test binaries (the end-to-end ones already ran above).
+  mapfile -t unit_targets < <(ninja -C build-asan -t targets all | sed -n 's/^\([A-Za-z0-9_]*_test\): .*/\1/p' | grep -v '^cmake_' |
+                                grep -v '_e2e_test$' | sort -u)
+  cmake --build build-asan -j "$jobs" --target "${unit_targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "$@"
 fi
