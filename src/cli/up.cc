@@ -242,6 +242,12 @@ int run_up(int argc, char** argv) {
   // follows them (mainline --cache-reuse, attention-only models).
   go.compaction_options.summary_after_tail = shifts;
   go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
+  go.on_requests_failing = [&supervisor](const std::string& what) { supervisor.report_requests_failing(what); };
+  go.admission.max_active = cfg.max_inflight.value_or(0);  // 0: the slots
+  go.admission.max_waiting = cfg.max_queue;
+  go.admission.max_wait = cfg.queue_timeout;
+  go.min_upstream_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.upstream_timeout);
+  go.generation_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.generation_timeout);
   auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
     const auto st = supervisor.status();
     gateway::EngineEndpoint ep;
@@ -278,6 +284,12 @@ int run_up(int argc, char** argv) {
     gw.handle(r, w);
   });
   if (auto st = server_front.start(); !st) return fail(st.error().message() + " (no kvgate up holds it: another program does)");
+  // A host name that resolved to a non-loopback address needs the key as well.
+  if (!server_front.bound_loopback() && !cfg.api_key) {
+    return fail(fmt::format("--listen {} resolves to a non-loopback address: give --api-key so clients must authenticate",
+                            cfg.listen.host),
+                kExitUsage);
+  }
   const std::string gateway_url = fmt::format("http://{}:{}", cfg.listen.host, server_front.port());
 
   say(fmt::format("engine: {}", caps.describe()));

@@ -63,6 +63,11 @@ constexpr UpOptionInfo kOptions[] = {
     {"max-body", "largest request body accepted (default 64MiB)"},
     {"max-sessions", "sessions kept in memory (default 1024; more stay in the state directory)"},
     {"keepalive", "SSE keep-alive interval while the engine is silent (default 10s)"},
+    {"max-inflight", "requests working with the engine at once (default: --parallel)"},
+    {"max-queue", "requests waiting for the engine; beyond it new ones get 429 with Retry-After (default 64)"},
+    {"queue-timeout", "longest wait for the engine before a 429 with Retry-After (default 2m)"},
+    {"upstream-timeout", "engine silence tolerated before a 504 or an in-stream error (default 5m; longer for long prompts)"},
+    {"generation-timeout", "added to the upstream time-out for a non-streamed answer (default 10m)"},
 };
 
 bool known(std::string_view name) {
@@ -352,6 +357,16 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       KV_ASSIGN_OR_RETURN(c.max_sessions, number<uint32_t>(name, v, 1, 10000000));
     } else if (name == "keepalive") {
       KV_TRY(duration(c.keepalive));
+    } else if (name == "max-inflight") {
+      KV_ASSIGN_OR_RETURN(c.max_inflight, number<uint32_t>(name, v, 1, 100000));
+    } else if (name == "max-queue") {
+      KV_ASSIGN_OR_RETURN(c.max_queue, number<uint32_t>(name, v, 0, 1000000));
+    } else if (name == "queue-timeout") {
+      KV_TRY(duration(c.queue_timeout));
+    } else if (name == "upstream-timeout") {
+      KV_TRY(duration(c.upstream_timeout));
+    } else if (name == "generation-timeout") {
+      KV_TRY(duration(c.generation_timeout));
     } else if (name == "health-interval") {
       KV_TRY(duration(c.timing.health_interval));
     } else if (name == "probe-timeout") {

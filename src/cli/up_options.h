@@ -93,6 +93,12 @@ struct UpConfig {
   uint64_t max_body_bytes = 64ull << 20;
   uint32_t max_sessions = 1024;
   engine::Millis keepalive{10000};
+  // Admission and time-outs (gateway/admission.h, GatewayOptions).
+  std::optional<uint32_t> max_inflight;  // default: the engine's slots
+  uint32_t max_queue = 64;
+  engine::Millis queue_timeout{120000};
+  engine::Millis upstream_timeout{300000};
+  engine::Millis generation_timeout{600000};
 };
 using Watermark = UpConfig::Watermark;
 Result<UpConfig> resolve_up_options(const UpOptions& options);

@@ -70,6 +70,15 @@ void Supervisor::report_upstream_failure(const std::string& what) {
   wake_.notify_all();
 }
 
+void Supervisor::report_requests_failing(const std::string& what) {
+  std::lock_guard lock(mu_);
+  if (!is_serving(status_.state)) return;
+  probe_completion_ = true;
+  if (!probe_now_) probe_reason_ = what;
+  probe_now_ = true;
+  wake_.notify_all();
+}
+
 std::string Supervisor::engine_log_tail(size_t lines) const {
   std::lock_guard lock(engine_mu_);
   return engine_ ? engine_->log_tail(lines) : std::string();
@@ -116,7 +125,10 @@ void Supervisor::fire(Event event, const std::string& cause) {
   status_.cause = next.cause;
   status_.restarts = next.restarts;
   status_.last_start = next.last_start;
-  if (!is_serving(t->to)) probe_now_ = false;
+  if (!is_serving(t->to)) {
+    probe_now_ = false;
+    probe_completion_ = false;  // a new engine starts trusted
+  }
   changed_.notify_all();
 }
 
@@ -283,16 +295,23 @@ void Supervisor::run_serving() {
     }
     std::string reason;
     bool now_requested = false;
+    bool completion = false;
     {
       std::lock_guard lock(mu_);
       now_requested = probe_now_;
       reason = probe_reason_;
+      completion = probe_completion_;
       probe_now_ = false;
     }
     if (now_requested || clock_->now() >= next_probe_) {
-      const CheckResult r = prober_->deep(ep, config_.timing.probe_timeout);
+      const CheckResult r = completion ? prober_->completion(ep, config_.timing.probe_timeout)
+                                       : prober_->deep(ep, config_.timing.probe_timeout);
       next_probe_ = clock_->now() + config_.timing.health_interval;
       if (!engine_->running()) continue;  // it died during the probe: report the exit
+      if (r.ok && completion) {
+        std::lock_guard lock(mu_);
+        probe_completion_ = false;
+      }
       if (r.ok) return fire(Event::kProbeOk, "");
       return fire(
           Event::kProbeFailed,

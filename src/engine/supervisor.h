@@ -15,7 +15,10 @@
 // Integration (the gateway): read status() per request (state, endpoint with the engine's
 // URL and API key, generation), add_listener() for transitions (a new generation means the
 // engine's KV cache and slots are gone), report_upstream_failure() when the engine answers
-// 5xx or cannot be reached (an immediate deep probe follows).
+// 5xx or cannot be reached (an immediate deep probe follows), report_requests_failing() when
+// it keeps failing requests although it answers: the deep probe (/slots) cannot see that,
+// so probes are real 1-token completions until one succeeds, and zombie_after failures in a
+// row restart it.
 //
 // Thread-safety: all public methods may be called from any thread except where noted.
 // Locking: mu_ guards status_ and the request flags and pairs with wake_/changed_;
@@ -102,6 +105,9 @@ class Supervisor {
   SupervisorStatus wait_until(const std::function<bool(const SupervisorStatus&)>& done, Millis timeout) const;
   // The engine answered 5xx or could not be reached: probe it now instead of at the next interval.
   void report_upstream_failure(const std::string& what);
+  // The engine failed several requests in a row with unexplained 5xx answers: probe with a
+  // real completion (now, and at every interval) until one succeeds.
+  void report_requests_failing(const std::string& what);
   // The current engine's last output lines ("" when none runs).
   std::string engine_log_tail(size_t lines) const;
 
@@ -139,6 +145,7 @@ class Supervisor {
   SupervisorStatus status_;                  // guarded by mu_
   bool stop_requested_ = false;              // guarded by mu_
   bool probe_now_ = false;                   // guarded by mu_
+  bool probe_completion_ = false;            // guarded by mu_; probes are real completions
   std::string probe_reason_;                 // guarded by mu_
 
   mutable std::mutex engine_mu_;

@@ -4,6 +4,7 @@
 #include "engine/supervisor.h"
 
 #include <atomic>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -95,9 +96,11 @@ class FakeProber final : public EngineProber {
     if (deep_fails_for_port == ep.port) return {false, 0, "GET /slots: no answer within 5000 ms (Read)"};
     return {true, 200, ""};
   }
-  CheckResult completion(const EngineEndpoint&, Millis) override {
-    return completion_ok ? CheckResult{true, 200, ""}
-                         : CheckResult{false, 500, "1-token completion: HTTP 500"};
+  CheckResult completion(const EngineEndpoint& ep, Millis) override {
+    ++completion_calls;
+    return completion_ok && completion_fails_for_port != ep.port
+               ? CheckResult{true, 200, ""}
+               : CheckResult{false, 500, "1-token completion: HTTP 500"};
   }
   size_t deep_calls() {
     std::lock_guard lock(mu);
@@ -108,6 +111,8 @@ class FakeProber final : public EngineProber {
   std::atomic<bool> completion_ok{true};
   std::atomic<int> health_calls{0};
   std::atomic<int> deep_fails_for_port{0};
+  std::atomic<int> completion_fails_for_port{0};
+  std::atomic<int> completion_calls{0};
   std::mutex mu;
   std::vector<SteadyTime> deep_times;
 
@@ -307,6 +312,41 @@ TEST_F(SupervisorTest, UpstreamFailureTriggersAnImmediateProbe) {
             std::string::npos)
       << st.cause;
   EXPECT_EQ(prober_.deep_calls(), 1u);
+}
+
+TEST_F(SupervisorTest, RequestsFailingSwitchesToCompletionProbesAndRestarts) {
+  // The engine answers /slots but fails every real request (llama.cpp#17316): only
+  // completion probes see it; three failures in a row make it a zombie.
+  auto c = config();
+  c.timing.health_interval = milliseconds(1000LL * 3600 * 24 * 365);  // never by the timer
+  auto sup = make(std::move(c));
+  sup->start();
+  ASSERT_EQ(sup->wait_until([](const SupervisorStatus& s) { return is(s, State::kReady); }, wait_).state,
+            State::kReady);
+  prober_.completion_fails_for_port = 40001;
+  // A plain upstream failure report probes /slots, which passes: still ready.
+  sup->report_upstream_failure("the engine answered 500");
+  for (int i = 0; i < 2000 && prober_.deep_calls() < 1; ++i) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(prober_.deep_calls(), 1u);
+  for (int n = 1; n <= 3; ++n) {
+    const int before = prober_.completion_calls.load();
+    sup->report_requests_failing("the engine answered 500 to 2 requests in a row");
+    for (int i = 0; i < 2000 && prober_.completion_calls.load() == before; ++i) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  }
+  auto st = sup->wait_until([](const SupervisorStatus& s) { return is(s, State::kReady, 2); }, wait_);
+  ASSERT_EQ(st.state, State::kReady) << st.cause;
+  bool zombie = false;
+  for (const auto& t : transitions()) {
+    if (t.to == State::kRestarting && t.cause.find("1-token completion: HTTP 500") != std::string::npos) zombie = true;
+  }
+  EXPECT_TRUE(zombie);
+  // The new engine is trusted again: the next report probes /slots.
+  const size_t deep_before = prober_.deep_calls();
+  sup->report_upstream_failure("the engine answered 500");
+  for (int i = 0; i < 2000 && prober_.deep_calls() == deep_before; ++i) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(prober_.deep_calls(), deep_before + 1);
 }
 
 TEST_F(SupervisorTest, FirstStartCrashIsFinal) {

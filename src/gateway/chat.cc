@@ -116,6 +116,14 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   auto match = explicit_id ? sessions_.find_or_create(chain, hashes, explicit_id->first, explicit_id->second)
                            : sessions_.find_or_create(chain, hashes, std::nullopt);
   auto session = match.session;
+  // A place with the engine: one request per conversation, conversations taking turns,
+  // bounded waiting (admission.h).
+  Admission::Ticket ticket;
+  if (auto e = admit(session->id, writer, ticket, rec)) {
+    metrics_.record(rec);
+    if (e->status != 499) send_error(writer, *e);
+    return;
+  }
   std::unique_lock turn(session->turn);  // one request at a time per conversation
 
   // 3. Bring the request into the session's conversation.
@@ -182,7 +190,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   if (!volatile_now.empty()) {
     for (uint64_t i = conv.length; i > first_new && i > conv.first_kept(); --i) {
       if (conv.at(i - 1).message.value("role", "") == "user") {
-        conv.notes[conv.at(i - 1).hash] = volatile_note(volatile_now);
+        conv.notes[i - 1] = volatile_note(volatile_now);
         break;
       }
     }
@@ -244,11 +252,32 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     return std::nullopt;
   };
 
-  // 5. Exact accounting and proactive compaction.
+  // 5. Accounting and proactive compaction. The exact count (the engine's template and
+  //    tokenizer, incrementally) is only needed near the watermark: when the view extends
+  //    the previous one, an upper bound — the engine's own count of the previous prompt, its
+  //    reply, and every byte of what was added (a token is at least one byte) — decides
+  //    whether it is.
   json view = build_view(conv);
+  const uint64_t context = context_tokens();
+  const uint64_t high = options_.high_watermark_tokens.value_or(
+      static_cast<uint64_t>(static_cast<double>(context) * options_.high_watermark_fraction));
+  const uint64_t low = static_cast<uint64_t>(static_cast<double>(high) * options_.low_watermark_fraction);
+  const uint64_t reserve = req.max_tokens && *req.max_tokens > 0 ? static_cast<uint64_t>(*req.max_tokens)
+                                                                  : options_.reply_reserve_tokens;
+  std::optional<uint64_t> bound;
+  if (!options_.always_count_tokens && session->last_sent_tokens > 0 && !session->last_view.empty() &&
+      session->engine_generation == engine_generation_.load() &&
+      first_different_message(session->last_view, view) == session->last_view.size()) {
+    uint64_t added = 0;
+    for (size_t i = session->last_view.size(); i < view.size(); ++i) {
+      added += 16 + view[i].dump(-1, ' ', false, json::error_handler_t::replace).size();
+    }
+    bound = session->last_sent_tokens + added + 64;
+  }
   uint64_t counted_tokens = 0;
   std::string rendered;
-  if (options_.count_tokens) {
+  const bool need_exact = options_.count_tokens && (!bound || (options_.compaction && high > 0 && *bound + reserve > high));
+  if (need_exact) {
     const auto ta = Clock::now();
     json b = body;
     b["messages"] = view;
@@ -262,12 +291,6 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                       {{"session", session->id}, {"error", count.error().message()}});
     }
   }
-  const uint64_t context = context_tokens();
-  const uint64_t high = options_.high_watermark_tokens.value_or(
-      static_cast<uint64_t>(static_cast<double>(context) * options_.high_watermark_fraction));
-  const uint64_t low = static_cast<uint64_t>(static_cast<double>(high) * options_.low_watermark_fraction);
-  const uint64_t reserve = req.max_tokens && *req.max_tokens > 0 ? static_cast<uint64_t>(*req.max_tokens)
-                                                                  : options_.reply_reserve_tokens;
   std::optional<ApiError> failure;
   if (options_.compaction && high > 0 && counted_tokens > 0 && counted_tokens + reserve > high) {
     failure = run_compaction(low > reserve ? low - reserve : low, "watermark");
@@ -286,14 +309,26 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   }
   SendOutcome out;
   int overflow_retries = 0;
+  int engine_retries = 0;
   bool template_retried = false;
   while (!failure) {
     body["messages"] = session->template_repairs ? strict_repair(view, body) : view;
     if (util::log_enabled(util::LogLevel::kDebug)) {
       util::log_event(util::LogLevel::kDebug, "upstream_request", {{"session", session->id}, {"body", body}});
     }
-    out = send_chat(body, req.stream, req.include_usage, counted_tokens, static_cast<size_t>(conv.length), writer,
+    const EngineEndpoint engine_before = upstream_->endpoint();
+    out = send_chat(body, req.stream, req.include_usage, counted_tokens > 0 ? counted_tokens : bound.value_or(0),
+                    static_cast<size_t>(conv.length), writer,
                     relay.get(), cancel, t0);
+    if (out.upstream_failure && !out.relayed && !cancel.cancelled() && engine_retries < 1 &&
+        (*out.upstream_failure == UpstreamFailure::kConnect || *out.upstream_failure == UpstreamFailure::kBroken ||
+         *out.upstream_failure == UpstreamFailure::kUnavailable)) {
+      // The engine failed before any of its answer reached the client (it was down, or died
+      // during the prefill): send the request again once the engine is back.
+      ++engine_retries;
+      metrics_.add("engine_retries_total");
+      if (wait_for_engine_again(engine_before, writer)) continue;
+    }
     if (out.template_error && !template_retried && !session->template_repairs) {
       // The model's template refuses this history (a late system message, an empty
       // assistant turn, ...): repair more strictly, and keep doing so for this session.
@@ -379,6 +414,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                                   : json(first_different_byte(session->last_prompt, rendered))}});
   }
   metrics_.record(rec);
+  if (ok) engine_answered();
   if (ok) {
     const uint64_t request_messages = conv.length;
     conv.append(out.reply.message());
@@ -393,6 +429,8 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
       session->last_request_messages = request_messages;
     }
     sessions_.set_keys(session, recognition_keys(session->conversation, request_messages));
+  } else if (match.created && session->conversation.length == 0) {
+    sessions_.discard_if_empty(session);  // nothing to keep: the client's retry starts afresh
   }  // A failed turn leaves the session as it was; the client will send it again.
   {
     std::lock_guard lock(session->mu);
@@ -441,6 +479,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                                      : out.saw_error_event && out.reply.error() ? *out.reply.error() : json(nullptr)},
                    {"prompt_tokens", u.prompt_tokens},
                    {"counted_tokens", counted_tokens},
+                   {"bound_tokens", bound ? json(*bound) : json(nullptr)},
                    {"accounting_diff", accounting_diff},
                    {"accounting_ms", rec.accounting_ms},
                    {"cached_tokens", u.cached_tokens},
@@ -450,6 +489,8 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                    {"history_repairs", repairs.size()},
                    {"rescued", out.rescued},
                    {"overflow_retries", overflow_retries},
+                   {"engine_retries", engine_retries},
+                   {"queued_ms", ticket.waited().count()},
                    {"ttft_ms", out.ttft_ms},
                    {"total_ms", rec.total_ms}});
 }

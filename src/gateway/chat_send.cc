@@ -58,6 +58,10 @@ bool is_template_error(int status, const std::string& message) {
          (message.find("While executing") != std::string::npos || message.find("Jinja Exception") != std::string::npos);
 }
 
+// The longest line accepted in an engine's event stream (a chunk is a few hundred bytes;
+// anything this long is not SSE).
+constexpr size_t kMaxEngineEventLine = 8 << 20;
+
 std::string sse(const json& chunk) { return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 
 }  // namespace
@@ -84,6 +88,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
     std::optional<std::string> rescue_reason;
     if (auto* err = std::get_if<UpstreamError>(&res)) {
       out.failure = from_upstream_error(*err);
+      out.upstream_failure = err->kind;
     } else {
       auto& r = std::get<UpstreamResponse>(res);
       out.status = r.status;
@@ -97,6 +102,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
         auto j = json::parse(r.body, nullptr, false);
         if (j.is_discarded() || !j.is_object()) {
           out.failure = bad_gateway("the engine answered with a body that is not JSON");
+          if (options_.on_engine_failure) options_.on_engine_failure("the engine answered 200 with a body that is not JSON");
         } else if (has_unusable_arguments(j)) {
           rescue_reason = "the engine returned tool-call arguments that are not a JSON object";
           out.reply.set_response(j);
@@ -138,7 +144,8 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
   bool holding = false;
   std::optional<std::string> parse_error;
   std::string chunk_id = "chatcmpl-kvgate";
-  SseParser parser;
+  SseParser parser(kMaxEngineEventLine);
+  size_t bad_events = 0;
   std::string error_body;
   auto res = upstream_->stream(
       "/v1/chat/completions", upstream_body,
@@ -160,7 +167,10 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
              forward = false;  // sent after the session is saved
            } else {
              auto chunk = json::parse(ev.data, nullptr, false);
-             if (!chunk.is_discarded()) {
+             if (chunk.is_discarded() || !chunk.is_object()) {
+               ++bad_events;  // not an OpenAI chunk: never relayed to the client
+               forward = false;
+             } else {
                if (chunk.contains("id") && chunk["id"].is_string()) chunk_id = chunk["id"].get<std::string>();
                if (chunk.contains("error")) {
                  const std::string message = chunk["error"].is_object() ? chunk["error"].value("message", "") : "";
@@ -194,13 +204,21 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
              held.push_back(ev.raw);
            } else if (!relay->write(ev.raw)) {
              return false;
+           } else {
+             out.relayed = true;
            }
          }
-         return true;
+         return !parser.failed();  // not an event stream: stop reading it
        }},
       upstream_timeout(prompt_tokens, false), &cancel);
+  if (bad_events > 0) metrics_.add("engine_bad_events_total", static_cast<double>(bad_events));
   if (auto* err = std::get_if<UpstreamError>(&res)) {
     out.failure = from_upstream_error(*err);
+    out.upstream_failure = err->kind;
+  } else if (parser.failed()) {
+    out.failure = bad_gateway(fmt::format("the engine's answer is not an event stream (a line longer than {} bytes)",
+                                          kMaxEngineEventLine));
+    if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream is not server-sent events");
   } else if (out.status != 200) {
     const std::string message = engine_message(error_body);
     out.overflow = is_overflow(out.status, error_body, out.overflow_prompt_tokens, out.overflow_context);
@@ -251,7 +269,11 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
     }
   } else if (!out.saw_done && !out.saw_error_event && !cancel.cancelled()) {
     // The engine's stream ended early (crash, broken connection): say so in-stream.
-    out.failure = bad_gateway("the engine's stream ended before completion");
+    out.failure = bad_gateway(bad_events > 0 ? fmt::format("the engine's stream ended before completion ({} events "
+                                                           "were not JSON and were dropped)",
+                                                           bad_events)
+                                             : std::string("the engine's stream ended before completion"));
+    if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream ended before completion");
   }
   for (const auto& raw : held) {
     if (!relay->write(raw)) break;

@@ -75,6 +75,7 @@ void Conversation::truncate(uint64_t i) {
   }
   if (summary && i < summary->covers_until) summary.reset();  // it summarised what the client changed
   if (summary && summary->anchor > i) summary->anchor = i;
+  notes.erase(notes.lower_bound(i), notes.end());
   if (i <= first_kept()) {
     kept.clear();
     cut = i;
@@ -119,7 +120,7 @@ json build_view(const Conversation& c) {
     if (auto t = c.truncations.find(m.hash); t != c.truncations.end()) {
       map_text(msg, [&](const std::string& s) { return apply_truncation(s, t->second); });
     }
-    if (auto n = c.notes.find(m.hash); n != c.notes.end()) append_text(msg, n->second);
+    if (auto n = c.notes.find(i); n != c.notes.end()) append_text(msg, n->second);
     view.push_back(std::move(msg));
   }
   if (c.summary && !c.summary->after_system && c.summary->anchor >= c.length && c.length > c.first_kept()) {

@@ -59,7 +59,9 @@ struct Conversation {
   std::vector<StoredMessage> kept;       // history[first_kept() .. length)
   std::optional<SummaryNote> summary;
   std::map<uint64_t, Truncation> truncations;  // by message hash
-  std::map<uint64_t, std::string> notes;       // by message hash: text appended to that message
+  // By history index (not content: a user may send the same text twice): text appended to
+  // that message.
+  std::map<uint64_t, std::string> notes;
   std::vector<uint64_t> chain;           // cumulative hashes of history[0 .. length)
   uint64_t generation = 0;               // bumped by every compaction (the prefix changed)
 

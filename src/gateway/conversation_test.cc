@@ -61,7 +61,7 @@ TEST(ConversationTest, TruncationsAndNotesAreReappliedByHash) {
   c.append({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "START" + big}});
   const uint64_t h = c.kept.back().hash;
   c.truncations[h] = {.head_chars = 5, .tail_chars = 3, .elided_tokens = 250};
-  c.notes[c.kept[0].hash] = "\n[now: 10:05]";
+  c.notes[1] = "\n[now: 10:05]";
   json v = build_view(c);
   EXPECT_EQ(v[3]["content"], "START" + truncation_marker(250) + "END");
   EXPECT_EQ(v[1]["content"], "question 0\n[now: 10:05]");
@@ -88,7 +88,7 @@ TEST(ConversationTest, TruncateOnDivergence) {
 TEST(ConversationTest, JsonRoundTrip) {
   Conversation c = sample(2);
   c.truncations[c.kept[1].hash] = {.head_chars = 2, .tail_chars = 2, .elided_tokens = 9};
-  c.notes[c.kept[0].hash] = "note";
+  c.notes[1] = "note";
   c.summary = SummaryNote{.text = "s", .covers_until = 1, .anchor = 1, .after_system = false, .source = "extractive", .tokens = 3};
   c.generation = 2;
   auto back = Conversation::from_json(c.to_json());
@@ -100,6 +100,28 @@ TEST(ConversationTest, JsonRoundTrip) {
   broken["length"] = 99;
   EXPECT_FALSE(Conversation::from_json(broken));
   EXPECT_FALSE(Conversation::from_json(json::parse("{\"version\":1}")));
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+TEST(ConversationTest, NotesBelongToPositionsNotTexts) {
+  Conversation c;
+  c.append({{"role", "system"}, {"content", "s"}});
+  c.append({{"role", "user"}, {"content", "continue"}});
+  c.append({{"role", "assistant"}, {"content", "a"}});
+  c.append({{"role", "user"}, {"content", "continue"}});  // the same text again
+  c.notes[1] = " [10:00]";
+  c.notes[3] = " [10:05]";
+  nlohmann::json v = build_view(c);
+  EXPECT_EQ(v[1]["content"], "continue [10:00]");
+  EXPECT_EQ(v[3]["content"], "continue [10:05]");
+  c.truncate(3);
+  EXPECT_EQ(c.notes.count(3), 0U);
+  EXPECT_EQ(c.notes.count(1), 1U);
 }
 
 }  // namespace

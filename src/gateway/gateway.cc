@@ -31,6 +31,13 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 const HeaderList kJson = {{"Content-Type", "application/json"}};
 
+AdmissionOptions admission_options(const GatewayOptions& o) {
+  AdmissionOptions a = o.admission;
+  if (a.max_active == 0) a.max_active = static_cast<size_t>(std::max(1, o.slots));
+  a.max_waiting_per_key = std::min(a.max_waiting_per_key, std::max<size_t>(a.max_waiting, 1));
+  return a;
+}
+
 }  // namespace
 
 Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
@@ -39,7 +46,8 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       sessions_(options_.max_sessions),
       slots_(options_.slots),
       tokens_(*upstream_),
-      prefill_ms_per_token_(options_.initial_prefill_ms_per_token) {}
+      prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
+      admission_(admission_options(options_)) {}
 
 Gateway::~Gateway() = default;
 
@@ -129,6 +137,42 @@ std::optional<ApiError> Gateway::wait_for_engine(ResponseWriter& writer) {
   }
 }
 
+bool Gateway::wait_for_engine_again(const EngineEndpoint& before, ResponseWriter& writer) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + options_.wait_for_engine;
+  bool was_down = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (writer.client_gone()) return false;
+    const EngineEndpoint ep = upstream_->endpoint();
+    if (!ep.available) {
+      was_down = true;
+    } else if (was_down || ep.port != before.port) {
+      return true;  // a new engine
+    } else if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1500)) {
+      return true;  // the same engine, still up: the failure was transient
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::optional<ApiError> Gateway::admit(const std::string& key, ResponseWriter& writer, Admission::Ticket& ticket,
+                                       RequestRecord& rec) {
+  auto r = admission_.enter(key, [&writer] { return writer.client_gone(); });
+  if (auto* t = std::get_if<Admission::Ticket>(&r)) {
+    ticket = std::move(*t);
+    return std::nullopt;
+  }
+  const auto& refusal = std::get<Admission::Refusal>(r);
+  metrics_.add(fmt::format("admission_refused_total{{reason=\"{}\"}}", refusal.code()));
+  ApiError e = too_many_requests(refusal.message, refusal.retry_after_s);
+  e.code = refusal.code();
+  if (refusal.reason == Admission::Refusal::Reason::kClientGone) e.status = 499;
+  rec.status = e.status;
+  rec.error_kind = refusal.code();
+  return e;
+}
+
 ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
   if (options_.on_engine_failure &&
       (e.kind == UpstreamFailure::kConnect || e.kind == UpstreamFailure::kTimeout || e.kind == UpstreamFailure::kBroken)) {
@@ -151,11 +195,19 @@ ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
 ApiError Gateway::from_engine_answer(int status, const std::string& body) const {
   // A 5xx that is not about this request's content (overflow, template, output parsing)
   // may be a wedged engine: let the supervisor look.
-  if (options_.on_engine_failure && status >= 500 && body.find("exceeds the available context") == std::string::npos &&
-      body.find("does not match the expected") == std::string::npos &&
-      body.find("While executing") == std::string::npos && body.find("Failed to parse") == std::string::npos &&
-      body.find("Jinja Exception") == std::string::npos) {
-    options_.on_engine_failure(fmt::format("the engine answered {}", status));
+  const bool unexplained = status >= 500 && body.find("exceeds the available context") == std::string::npos &&
+                           body.find("does not match the expected") == std::string::npos &&
+                           body.find("While executing") == std::string::npos &&
+                           body.find("Failed to parse") == std::string::npos &&
+                           body.find("Jinja Exception") == std::string::npos;
+  if (unexplained) {
+    const int in_row = ++engine_errors_in_row_;
+    if (options_.on_engine_failure) options_.on_engine_failure(fmt::format("the engine answered {}", status));
+    if (in_row >= 2 && options_.on_requests_failing) {
+      options_.on_requests_failing(fmt::format("the engine answered {} to {} requests in a row", status, in_row));
+    }
+  } else {
+    engine_errors_in_row_ = 0;
   }
   ApiError e;
   e.status = status >= 400 ? status : 502;
@@ -184,12 +236,12 @@ ApiError Gateway::from_engine_answer(int status, const std::string& body) const 
 }
 
 std::chrono::milliseconds Gateway::upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const {
-  // Expected prefill with a 3x margin, plus room for generation when waiting for the whole
-  // answer; never below the configured minimum.
+  // Expected prefill with a 3x margin (never below the configured minimum), plus room for
+  // generation when waiting for the whole answer.
   const double prefill_ms = static_cast<double>(prompt_tokens) * prefill_ms_per_token_.load() * 3.0;
-  const double total_ms = prefill_ms + (whole_answer ? 600000.0 : 0.0);
   const auto floor = std::chrono::duration_cast<std::chrono::milliseconds>(options_.min_upstream_timeout);
-  return std::max(floor, std::chrono::milliseconds(static_cast<int64_t>(total_ms)));
+  const auto wait = std::max(floor, std::chrono::milliseconds(static_cast<int64_t>(prefill_ms)));
+  return whole_answer ? wait + std::chrono::duration_cast<std::chrono::milliseconds>(options_.generation_timeout) : wait;
 }
 
 void Gateway::learn_prefill_speed(double ms_per_token, uint64_t tokens) {
@@ -206,8 +258,14 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   if (auto e = parse_json_body(request.body, body)) return send_error(writer, *e);
   if (!body.is_object()) return send_error(writer, bad_request("request body must be a JSON object"));
   if (!body.contains("prompt")) return send_error(writer, bad_request("prompt is required", "prompt", "missing_field"));
-  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
   RequestRecord rec{.route = "completions", .stream = body.value("stream", false) == true};
+  Admission::Ticket ticket;
+  if (auto e = admit(fmt::format("completion:{}", ++request_serial_), writer, ticket, rec)) {
+    metrics_.record(rec);
+    if (e->status != 499) send_error(writer, *e);
+    return;
+  }
+  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
   CancelScope cancel;
   if (!rec.stream) {
     std::atomic<bool> done{false};
@@ -232,6 +290,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
       auto& r = std::get<UpstreamResponse>(res);
       rec.status = r.status;
       if (r.status == 200) {
+        engine_answered();
         Usage u = usage_from(json::parse(r.body, nullptr, false));
         rec.prompt_tokens = u.prompt_tokens;
         rec.cached_tokens = u.cached_tokens;
@@ -272,6 +331,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
          }},
         upstream_timeout(0, false), &cancel);
     rec.status = status;
+    if (status == 200 && std::holds_alternative<int>(res)) engine_answered();
     if (auto* err = std::get_if<UpstreamError>(&res)) {
       auto e = from_upstream_error(*err);
       rec.error_kind = e.code.value_or("upstream");
@@ -323,9 +383,12 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
 
 void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
   EngineEndpoint ep = upstream_->endpoint();
+  const auto q = admission_.stats();
   json body = {{"status", ep.available ? "ok" : "unavailable"},
                {"gateway", "ok"},
-               {"engine", {{"state", ep.state}, {"available", ep.available}}}};
+               {"engine", {{"state", ep.state}, {"available", ep.available}}},
+               {"queue", {{"active", q.active}, {"waiting", q.waiting}}},
+               {"session_store", !store_ ? "none" : store_failing_.load() ? "failing" : "ok"}};
   HeaderList headers = kJson;
   if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
   writer.send(ep.available ? 200 : 503, headers, body.dump());
@@ -338,6 +401,13 @@ void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {
     out += fmt::format("kvgate_engine_available{{state=\"{}\"}} {}\n", ep.state, ep.available ? 1 : 0);
     out += "# TYPE kvgate_sessions gauge\n";
     out += fmt::format("kvgate_sessions {}\n", sessions_.size());
+    const auto q = admission_.stats();
+    out += "# TYPE kvgate_queue_active gauge\n";
+    out += fmt::format("kvgate_queue_active {}\n", q.active);
+    out += "# TYPE kvgate_queue_waiting gauge\n";
+    out += fmt::format("kvgate_queue_waiting {}\n", q.waiting);
+    out += "# TYPE kvgate_session_store_failing gauge\n";
+    out += fmt::format("kvgate_session_store_failing {}\n", store_failing_.load() ? 1 : 0);
     out += "# TYPE kvgate_sessions_evicted_total counter\n";
     out += fmt::format("kvgate_sessions_evicted_total {}\n", sessions_.evictions());
     const auto ts = tokens_.stats();
@@ -355,6 +425,9 @@ void Gateway::status(const HttpRequest&, ResponseWriter& writer) {
   json body = {{"engine", {{"state", ep.state}, {"available", ep.available}, {"port", ep.port}}},
                {"sessions", sessions_.size()},
                {"slots", slots_.to_json()},
+               {"queue", admission_.to_json()},
+               {"session_store", !store_ ? json(nullptr)
+                                         : json{{"path", store_->path().string()}, {"failing", store_failing_.load()}}},
                {"prefill_ms_per_token", prefill_ms_per_token_.load()},
                {"token_accounting",
                 {{"counts", ts.counts},

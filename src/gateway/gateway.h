@@ -14,20 +14,30 @@
 // or x-api-key; compared in constant time). Errors are OpenAI-format JSON with proper
 // statuses; nothing a client sends reaches an exception outside handle()'s own catch.
 //
+// Capacity: chat turns, raw completions and manual compactions go through Admission
+// (admission.h): at most `admission.max_active` work with the engine at once, one per session,
+// sessions taking turns; beyond the waiting bounds or after the longest wait, a request gets
+// 429 with Retry-After instead of piling up. An engine connection that fails before anything
+// was relayed (refused, or closed by an engine that died) is retried once on the restarted
+// engine, so a crash between requests or during a prefill costs the client only time.
+//
 // Thread-safety: handle() is called concurrently from connection threads; all shared state
-// lives in thread-safe components (SessionTable, SlotPool, TokenCounter, Metrics).
+// lives in thread-safe components (SessionTable, SlotPool, TokenCounter, Metrics, Admission)
+// or atomics.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/admission.h"
 #include "gateway/api_error.h"
 #include "gateway/compactor.h"
 #include "gateway/reply.h"
@@ -48,12 +58,20 @@ struct GatewayOptions {
   int slots = 1;                       // engine slots (-np); sessions are pinned to them
   size_t max_sessions = 1024;
   ThinkingOptions thinking;
-  bool count_tokens = true;            // exact prompt accounting on every chat request
+  bool count_tokens = true;            // exact prompt accounting where compaction needs it
+  bool always_count_tokens = false;    // count every request exactly, even far below the watermark
   std::chrono::milliseconds stream_head_grace{1500};
   std::chrono::milliseconds keepalive{10000};
   std::chrono::milliseconds wait_for_engine{30000};  // engine restarting: wait this long, then 503
   double initial_prefill_ms_per_token = 20.0;        // until measured
+  // The engine's silence kvgate waits through (before the first byte: at least this, more
+  // for long prompts at the measured prefill speed; between stream events: this), then 504
+  // or an in-stream error.
   std::chrono::seconds min_upstream_timeout{300};
+  // Added for a non-streamed answer, which arrives only when the whole reply is generated.
+  std::chrono::seconds generation_timeout{600};
+  // Requests working with the engine and waiting (see admission.h); max_active 0 = `slots`.
+  AdmissionOptions admission{.max_active = 0};
   std::string model_name = "kvgate";
 
   // Context management (see compactor.h, stabiliser.h).
@@ -71,6 +89,9 @@ struct GatewayOptions {
   // Told when the engine cannot be reached or fails a request with a 5xx it did not
   // explain (the supervisor then probes it at once). Called from request threads.
   std::function<void(const std::string& what)> on_engine_failure;
+  // Told when the engine failed requests with unexplained 5xx answers several times in a row
+  // (it answers, but does not work: the supervisor then probes with real completions).
+  std::function<void(const std::string& what)> on_requests_failing;
 };
 
 class Gateway {
@@ -86,6 +107,7 @@ class Gateway {
 
   SessionTable& sessions() { return sessions_; }
   Metrics& metrics() { return metrics_; }
+  Admission& admission() { return admission_; }
   TokenCounter& tokens() { return tokens_; }
   const GatewayOptions& options() const { return options_; }
   // Called by the supervisor when the engine restarted (its cache is empty again).
@@ -116,6 +138,8 @@ class Gateway {
     bool rescued = false;                // the answer came from rescue_generation()
     bool template_error = false;         // the engine's chat template refused the history
     std::optional<std::string> final_body;  // non-streamed answer, sent after the session is saved
+    std::optional<UpstreamFailure> upstream_failure;  // the engine failed before answering
+    bool relayed = false;                // some of the engine's answer reached the client
   };
   SendOutcome send_chat(const nlohmann::json& body, bool stream, bool include_usage, uint64_t prompt_tokens,
                         size_t first_call_id, ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
@@ -142,13 +166,27 @@ class Gateway {
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
                                      const Conversation& c, uint64_t until, uint64_t max_tokens, nlohmann::json& stats);
   // Saves a session (state, keys, new compaction events); logs and counts failures.
+  // Saves the session (the caller holds its turn); after a save that works, also the sessions
+  // whose saves failed before (the store was full, read-only or locked).
   Status persist(Session& session, const std::vector<nlohmann::json>& new_compactions);
+  Status save_session(Session& session, const std::vector<nlohmann::json>& new_compactions);
+  void save_unsaved_sessions(const std::string& just_saved);
   std::shared_ptr<Session> load_session(const std::string& id);
   bool authorised(const HttpRequest& request) const;
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
   // Waits (up to options_.wait_for_engine) for the engine; nullopt when available.
   std::optional<ApiError> wait_for_engine(ResponseWriter& writer);
+  // After the engine failed a request before answering it: waits until the engine was seen
+  // to restart (or stays the same engine for a moment: a transient failure). True when a
+  // retry may go ahead.
+  bool wait_for_engine_again(const EngineEndpoint& before, ResponseWriter& writer);
+  // A place with the engine for `key` (admission.h). On refusal: the error to answer (not
+  // sent; status 499 when the client left) and the request record filled.
+  std::optional<ApiError> admit(const std::string& key, ResponseWriter& writer, Admission::Ticket& ticket,
+                                RequestRecord& rec);
+  // The engine answered (successfully or with an explained error): not failing.
+  void engine_answered() { engine_errors_in_row_ = 0; }
   ApiError from_upstream_error(const UpstreamError& e) const;
   static ApiError context_error_message(const std::string& message);
   // Relays an engine error answer (status + body) as an OpenAI-format error.
@@ -165,6 +203,13 @@ class Gateway {
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
   std::unique_ptr<SessionStore> store_;
+  std::atomic<bool> store_failing_{false};  // the last save failed
+  std::mutex unsaved_mu_;
+  std::set<std::string> unsaved_;  // sessions whose last save failed; guarded by unsaved_mu_
+  std::atomic<int64_t> store_reads_paused_until_ms_{0};  // steady-clock ms; see open_store()
+  Admission admission_;
+  mutable std::atomic<int> engine_errors_in_row_{0};  // unexplained engine 5xx since the last good answer
+  std::atomic<uint64_t> request_serial_{0};
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;             // guarded by context_mu_
   uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_

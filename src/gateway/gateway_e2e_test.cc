@@ -137,9 +137,14 @@ TEST_F(GatewayE2eTest, BadInputGetsOpenAiErrors) {
   EXPECT_EQ(missing.status, 400);
   EXPECT_EQ(missing.body["error"]["param"], "messages");
 
-  auto wrong = post_json(c, "/v1/chat/completions", {{"messages", json::array({{{"role", "user"}, {"content", 5}}})}});
+  // (A content of the wrong type in the history is repaired, not refused — see
+  // history_repair.h; these are types nothing can repair.)
+  auto wrong = post_json(c, "/v1/chat/completions", {{"messages", json::array({{{"role", 7}, {"content", "x"}}})}});
   EXPECT_EQ(wrong.status, 400);
-  EXPECT_EQ(wrong.body["error"]["param"], "messages[0].content");
+  EXPECT_EQ(wrong.body["error"]["param"], "messages[0].role");
+  auto wrong_stream = post_json(c, "/v1/chat/completions", {{"messages", convo("x")}, {"stream", "yes"}});
+  EXPECT_EQ(wrong_stream.status, 400);
+  EXPECT_EQ(wrong_stream.body["error"]["param"], "stream");
 
   auto big = post_json(c, "/v1/chat/completions", plain_chat(convo(std::string(10000, 'x'))));
   EXPECT_EQ(big.status, 413);

@@ -31,10 +31,19 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
 Status Gateway::open_store(const std::filesystem::path& path) {
   KV_ASSIGN_OR_RETURN(store_, SessionStore::open(path));
   SessionStore* store = store_.get();
+  // A lookup that fails (the store is locked by another process, or unreadable) pauses
+  // lookups for a moment: a request's recognition tries up to ~20 keys, and each must not
+  // wait for the lock again. Meanwhile only sessions in memory are recognised.
   sessions_.set_loader({
-      .find = [store](uint64_t key) -> std::optional<std::string> {
+      .find = [this, store](uint64_t key) -> std::optional<std::string> {
+        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+        if (now < store_reads_paused_until_ms_.load()) return std::nullopt;
         auto r = store->find_by_key(key);
         if (!r.ok()) {
+          store_reads_paused_until_ms_ = now + 2000;
+          metrics_.add("session_store_errors_total{op=\"find\"}");
           util::log_event(util::LogLevel::kError, "session_store_error", {{"error", r.error().message()}});
           return std::nullopt;
         }
@@ -89,6 +98,29 @@ std::shared_ptr<Session> Gateway::load_session(const std::string& id) {
 
 Status Gateway::persist(Session& session, const std::vector<json>& new_compactions) {
   if (!store_) return {};
+  Status saved = save_session(session, new_compactions);
+  if (saved.ok()) save_unsaved_sessions(session.id);
+  return saved;
+}
+
+void Gateway::save_unsaved_sessions(const std::string& just_saved) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(unsaved_mu_);
+    ids.assign(unsaved_.begin(), unsaved_.end());
+  }
+  for (const auto& id : ids) {
+    if (id == just_saved) continue;
+    auto s = sessions_.get(id);
+    if (!s) continue;
+    // A session whose request is running saves itself when that request ends.
+    std::unique_lock turn(s->turn, std::try_to_lock);
+    if (!turn.owns_lock()) continue;
+    if (!save_session(*s, {}).ok()) return;  // still failing: leave the rest for later
+  }
+}
+
+Status Gateway::save_session(Session& session, const std::vector<json>& new_compactions) {
   StoredSession st;
   st.id = session.id;
   st.state = session.conversation.to_json();
@@ -102,8 +134,19 @@ Status Gateway::persist(Session& session, const std::vector<json>& new_compactio
     keys = recognition_keys(session.conversation, session.last_request_messages);
   }
   auto saved = store_->save(st, keys, new_compactions);
+  // The session stays served from memory either way; a later save writes its whole state
+  // (its own next turn, or the first save that works again).
+  store_failing_ = !saved.ok();
+  {
+    std::lock_guard lock(unsaved_mu_);
+    if (saved.ok()) {
+      unsaved_.erase(session.id);
+    } else {
+      unsaved_.insert(session.id);
+    }
+  }
   if (!saved.ok()) {
-    metrics_.add("session_store_errors_total");
+    metrics_.add("session_store_errors_total{op=\"save\"}");
     util::log_event(util::LogLevel::kError, "session_store_error",
                     {{"session", session.id}, {"error", saved.error().message()}});
   }
@@ -177,6 +220,8 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
                      {"temperature", 0.3},
                      {"return_progress", true},
                      {"stream", true}};
+  // The client's own token constraints apply to the summary too.
+  if (request_body.contains("logit_bias")) completion["logit_bias"] = request_body["logit_bias"];
   const auto t0 = std::chrono::steady_clock::now();
   std::string text;
   json last;
@@ -244,6 +289,12 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
   json args = json::object();
   if (!request.body.empty()) {
     if (auto e = parse_json_body(request.body, args)) return send_error(writer, *e);
+  }
+  RequestRecord rec{.route = "compact"};
+  Admission::Ticket ticket;  // the engine writes the summary: a place like any request's
+  if (auto e = admit(session->id, writer, ticket, rec)) {
+    if (e->status != 499) send_error(writer, *e);
+    return;
   }
   std::unique_lock turn(session->turn);
   Conversation& conv = session->conversation;

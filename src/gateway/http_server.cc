@@ -221,6 +221,12 @@ Status HttpServer::start() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  if (addr.ss_family == AF_INET) {
+    bound_loopback_ = (ntohl(reinterpret_cast<sockaddr_in*>(&addr)->sin_addr.s_addr) >> 24) == 127;
+  } else if (addr.ss_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr;
+    bound_loopback_ = IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  }
   listen_fd_ = fd;
   stopping_ = false;
   acceptor_ = std::thread([this] { accept_loop(); });
@@ -283,9 +289,13 @@ void HttpServer::reject_busy(int fd) {
 void HttpServer::serve_connection(int fd, std::string remote) {
   std::string buf;
   bool keep_going = true;
+  bool first_request = true;
   while (keep_going && !stopping_.load()) {
-    // Wait for the first byte of the next request (idle timeout), then the whole head.
-    auto deadline = Clock::now() + options_.idle_timeout;
+    // Wait for the first byte of the next request (idle timeout; a new connection gets only
+    // the head time-out: connecting and sending nothing holds no thread for long), then the
+    // whole head.
+    auto deadline = Clock::now() + (first_request ? options_.head_timeout : options_.idle_timeout);
+    first_request = false;
     HeadParse head;
     bool started = !buf.empty();
     if (started) deadline = Clock::now() + options_.head_timeout;
@@ -329,16 +339,17 @@ void HttpServer::serve_connection(int fd, std::string remote) {
       const std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
       ::send(fd, cont.data(), cont.size(), MSG_NOSIGNAL);
     }
-    const auto body_deadline = [&](uint64_t bytes) {
-      return Clock::now() + std::chrono::seconds(10) +
-             std::chrono::milliseconds(bytes * 1000 / std::max<size_t>(options_.min_body_bytes_per_s, 1));
+    // The body must keep pace: by grace + n / rate after its start, n bytes must have come.
+    const auto body_start = Clock::now();
+    const auto body_deadline = [&](uint64_t received) {
+      return body_start + options_.body_grace +
+             std::chrono::milliseconds(received * 1000 / std::max<size_t>(options_.min_body_bytes_per_s, 1));
     };
     bool body_ok = true;
     if (h.body_kind == BodyKind::kLength) {
       const auto want = static_cast<size_t>(h.content_length);
-      const auto dl = body_deadline(want);
       while (buf.size() < want) {
-        if (read_some(fd, buf, dl, stopping_) <= 0) {
+        if (read_some(fd, buf, body_deadline(buf.size()), stopping_) <= 0) {
           body_ok = false;
           break;
         }
@@ -349,12 +360,13 @@ void HttpServer::serve_connection(int fd, std::string remote) {
       }
     } else if (h.body_kind == BodyKind::kChunked) {
       ChunkedDecoder dec(options_.max_body_bytes);
-      const auto dl = body_deadline(options_.max_body_bytes);
+      uint64_t received = 0;
       for (;;) {
         const size_t used = dec.feed(buf, h.request.body);
+        received += used;
         buf.erase(0, used);
         if (dec.state() != ChunkedDecoder::State::kNeedMore) break;
-        if (read_some(fd, buf, dl, stopping_) <= 0) {
+        if (read_some(fd, buf, body_deadline(received + buf.size()), stopping_) <= 0) {
           body_ok = false;
           break;
         }

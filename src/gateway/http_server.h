@@ -3,9 +3,11 @@
 //
 //  - hard limits with proper answers: header bytes (431), body bytes (413 before the body is
 //    read, also after "Expect: 100-continue"), connection count (503 + Retry-After);
-//  - deadlines against slow clients: the request head must arrive within `head_timeout`
-//    of its first byte, and the body at a minimum rate, otherwise the connection is closed;
-//    idle keep-alive connections close after `idle_timeout`;
+//  - deadlines against slow clients: a new connection's first request head must arrive
+//    within `head_timeout` of the accept, a later one within `head_timeout` of its first byte;
+//    the body must keep up a minimum rate (checked as it arrives: after a `body_grace` allowance,
+//    the bytes received must keep pace with `min_body_bytes_per_s`), otherwise the
+//    connection is closed (408); idle keep-alive connections close after `idle_timeout`;
 //  - streaming: a handler may answer with a chunked stream and write event by event;
 //    every write reports whether the client is still there;
 //  - disconnect detection while a handler waits (ResponseWriter::client_gone()), so a
@@ -78,8 +80,9 @@ struct HttpServerOptions {
   HeadLimits head_limits;
   std::chrono::milliseconds head_timeout{15000};
   std::chrono::milliseconds idle_timeout{75000};
-  // The body must arrive at no less than this rate (after a 10 s allowance).
+  // The body must arrive at no less than this rate (after the `body_grace` allowance).
   size_t min_body_bytes_per_s = 32 * 1024;
+  std::chrono::milliseconds body_grace{10000};
 };
 
 class HttpServer {
@@ -94,6 +97,8 @@ class HttpServer {
   // Stops accepting, closes idle connections, waits for running handlers to finish.
   void stop();
   uint16_t port() const { return port_; }
+  // Whether the bound address is a loopback address (127/8, ::1). Valid after start().
+  bool bound_loopback() const { return bound_loopback_; }
   size_t active_connections() const { return active_.load(); }
 
  private:
@@ -105,6 +110,7 @@ class HttpServer {
   Handler handler_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
+  bool bound_loopback_ = false;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> active_{0};
   std::thread acceptor_;

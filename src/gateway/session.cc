@@ -231,6 +231,22 @@ void SessionTable::evict_if_needed() {
   }
 }
 
+void SessionTable::discard_if_empty(const std::shared_ptr<Session>& session) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(session->id);
+  if (it == sessions_.end() || it->second != session) return;
+  {
+    std::lock_guard slock(session->mu);
+    if (!session->chain.empty()) return;
+    unindex(*session);
+  }
+  if (auto pos = lru_pos_.find(session->id); pos != lru_pos_.end()) {
+    lru_.erase(pos->second);
+    lru_pos_.erase(pos);
+  }
+  sessions_.erase(it);
+}
+
 std::shared_ptr<Session> SessionTable::get(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);

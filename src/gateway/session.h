@@ -120,6 +120,10 @@ class SessionTable {
   // Replaces a session's recognition keys (chain ends and window keys).
   void set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys);
 
+  // Forgets a session this request created when its first turn failed: nothing of it was
+  // committed, and the client's retry must not leave one empty session per attempt.
+  void discard_if_empty(const std::shared_ptr<Session>& session);
+
   std::shared_ptr<Session> get(const std::string& id);
   std::vector<std::shared_ptr<Session>> list();
   size_t size();

@@ -35,6 +35,9 @@ class Statement {
   int rc_;
 };
 
+constexpr int kWriteBusyMs = 2000;
+constexpr int kReadBusyMs = 250;
+
 int64_t key_to_int(uint64_t k) {
   int64_t v;
   std::memcpy(&v, &k, sizeof v);
@@ -136,6 +139,8 @@ SessionStore::~SessionStore() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
 }
 
+void SessionStore::busy_wait(int ms) { sqlite3_busy_timeout(db_, ms); }
+
 Status SessionStore::exec(const char* sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
@@ -150,6 +155,7 @@ Status SessionStore::exec(const char* sql) {
 Status SessionStore::save(const StoredSession& s, const std::vector<uint64_t>& keys,
                           const std::vector<nlohmann::json>& new_compactions) {
   std::lock_guard lock(mu_);
+  busy_wait(kWriteBusyMs);
   KV_TRY(exec("BEGIN IMMEDIATE").with_context("saving session " + s.id));
   auto rollback = [this](Error e) {
     (void)exec("ROLLBACK");  // best effort: the error being returned matters more
@@ -195,6 +201,7 @@ Status SessionStore::save(const StoredSession& s, const std::vector<uint64_t>& k
 
 Result<std::optional<StoredSession>> SessionStore::load(const std::string& id) {
   std::lock_guard lock(mu_);
+  busy_wait(kReadBusyMs);
   Statement q(db_, "SELECT state, counters, slot, created, last_used FROM sessions WHERE id=?1");
   q.bind(1, id);
   const int rc = q.step();
@@ -215,6 +222,7 @@ Result<std::optional<StoredSession>> SessionStore::load(const std::string& id) {
 
 Result<std::optional<std::string>> SessionStore::find_by_key(uint64_t key) {
   std::lock_guard lock(mu_);
+  busy_wait(kReadBusyMs);
   Statement q(db_, "SELECT session_id FROM chain_keys WHERE key=?1");
   q.bind(1, key_to_int(key));
   const int rc = q.step();

@@ -8,7 +8,9 @@
 //
 // open() creates or checks the schema (versioned in the `meta` table). A corrupt file, a
 // newer schema, a read-only or locked database are errors naming the file and what to do;
-// nothing is silently recreated. Thread-safe: one connection behind a mutex.
+// nothing is silently recreated. A lock held by another process makes a save wait up to 2 s
+// and a lookup up to 250 ms (a request's recognition must not stall behind it) before it
+// fails. Thread-safe: one connection behind a mutex.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,7 @@ class SessionStore {
  private:
   SessionStore(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
   Status exec(const char* sql);  // REQUIRES: mu_ held
+  void busy_wait(int ms);        // REQUIRES: mu_ held; how long a locked database is waited for
 
   std::mutex mu_;
   sqlite3* db_;

@@ -7,10 +7,16 @@
 namespace kvgate::gateway {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
+}
+
 std::unique_ptr<httplib::Client> make_client(const EngineEndpoint& ep, std::chrono::milliseconds read_timeout) {
   auto client = std::make_unique<httplib::Client>(ep.host, ep.port);
   client->set_connection_timeout(std::chrono::seconds(5));
-  client->set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(read_timeout) + std::chrono::seconds(1));
+  client->set_read_timeout(read_timeout);
   client->set_write_timeout(std::chrono::seconds(60));
   client->set_keep_alive(false);
   return client;
@@ -22,14 +28,24 @@ httplib::Headers headers_for(const EngineEndpoint& ep) {
   return h;
 }
 
-UpstreamError failure(httplib::Error err, const EngineEndpoint& ep, const CancelScope* cancel) {
+// `silent_for`: how long the connection had been silent when the read failed; `timeout`: the
+// read time-out in force. httplib reports a closed connection and a time-out alike (Read),
+// so a read that failed well before the time-out is a closed connection (an engine that
+// died or broke its answer), not a slow one.
+UpstreamError failure(httplib::Error err, const EngineEndpoint& ep, const CancelScope* cancel,
+                      std::chrono::milliseconds silent_for, std::chrono::milliseconds timeout) {
   if (cancel != nullptr && cancel->cancelled()) return {UpstreamFailure::kCancelled, "the request was cancelled", 0};
   switch (err) {
     case httplib::Error::Connection:
       return {UpstreamFailure::kConnect,
               fmt::format("cannot connect to the engine at {}:{} (is it running?)", ep.host, ep.port), 2};
     case httplib::Error::Read:
-      return {UpstreamFailure::kTimeout, "the engine did not answer in time or closed the connection", 0};
+      if (silent_for + std::chrono::milliseconds(500) < timeout) {
+        return {UpstreamFailure::kBroken, "the engine closed the connection before its answer was complete", 0};
+      }
+      return {UpstreamFailure::kTimeout,
+              fmt::format("the engine sent nothing for {} s", std::chrono::duration_cast<std::chrono::seconds>(timeout).count()),
+              0};
     case httplib::Error::Canceled:
       return {UpstreamFailure::kCancelled, "the request was cancelled", 0};
     default:
@@ -68,10 +84,11 @@ std::variant<UpstreamResponse, UpstreamError> HttpUpstream::call(const std::stri
   if (!ep.available) return unavailable(ep);
   auto client = make_client(ep, timeout);
   if (cancel != nullptr) cancel->attach(client.get());
+  const auto t0 = Clock::now();
   httplib::Result res = method == "GET" ? client->Get(path.c_str(), headers_for(ep))
                                         : client->Post(path.c_str(), headers_for(ep), body, "application/json");
   if (cancel != nullptr) cancel->detach();
-  if (!res) return failure(res.error(), ep, cancel);
+  if (!res) return failure(res.error(), ep, cancel, since(t0), timeout);
   return UpstreamResponse{res->status, std::move(res->body), res->get_header_value("Content-Type")};
 }
 
@@ -90,7 +107,9 @@ std::variant<int, UpstreamError> HttpUpstream::stream(const std::string& path, c
   req.set_header("Content-Type", "application/json");
   int status = 0;
   bool stopped_by_us = false;
+  auto last_activity = Clock::now();
   req.response_handler = [&](const httplib::Response& r) {
+    last_activity = Clock::now();
     status = r.status;
     if (handlers.on_start && !handlers.on_start(r.status, r.get_header_value("Content-Type"))) {
       stopped_by_us = true;
@@ -99,6 +118,7 @@ std::variant<int, UpstreamError> HttpUpstream::stream(const std::string& path, c
     return true;
   };
   req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    last_activity = Clock::now();
     if (handlers.on_data && !handlers.on_data(std::string_view(data, len))) {
       stopped_by_us = true;
       return false;
@@ -110,7 +130,7 @@ std::variant<int, UpstreamError> HttpUpstream::stream(const std::string& path, c
   if (cancel != nullptr) cancel->detach();
   if (!res) {
     if (stopped_by_us && (cancel == nullptr || !cancel->cancelled())) return status;
-    return failure(res.error(), ep, cancel);
+    return failure(res.error(), ep, cancel, since(last_activity), idle_timeout);
   }
   return res->status;
 }

@@ -1,0 +1,245 @@
+// Load through the real `kvgate up` (long suite, KVGATE_FAULTS=1): more conversations than the
+// engine has slots, for minutes (KVGATE_LOAD_SECONDS, default 180), loopback only. Checks that
+// nothing deadlocks (every request is answered within its bound), that kvgate's memory stays
+// bounded (RSS sampled every 5 s), that conversations take turns (fair queuing), that one
+// conversation's concurrent requests are served in the order they were sent, and that requests
+// beyond capacity get 429 with Retry-After instead of piling up.
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include "cli/up_test_support.h"
+#include "engine/pinned.h"
+#include "gateway/fault_support.h"
+#include "gguf/file.h"
+#include "gguf/synth.h"
+#include "util/net.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
+  KVGATE_REQUIRE_LONG_SUITE();
+  const char* env = std::getenv("KVGATE_LOAD_SECONDS");
+  const int duration_s = env ? std::max(10, std::atoi(env)) : 180;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("kvgate_load_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto vocab_path = engine::vocab_file("qwen2");
+  ASSERT_TRUE(vocab_path.ok());
+  auto vocab = gguf::File::open(*vocab_path);
+  ASSERT_TRUE(vocab.ok());
+  ASSERT_TRUE(gguf::synthesize(*gguf::synth_defaults("qwen3"), &*vocab, dir / "m.gguf").ok());
+  auto port = util::pick_free_port();
+  ASSERT_TRUE(port.ok());
+  constexpr int kSlots = 2, kConversations = 16, kQueue = 8;
+  testing::UpProcess up({(dir / "m.gguf").string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx",
+                         "8192", "--parallel", std::to_string(kSlots), "--threads", "2", "--max-queue",
+                         std::to_string(kQueue), "--queue-timeout", "20s", "--log-dir",
+                         (dir / "logs").string(), "--state-dir", (dir / "state").string()});
+  ASSERT_TRUE(up.wait_ready()) << up.output();
+  json bias = json::array();
+  {
+    httplib::Client c("127.0.0.1", *port);
+    auto res =
+        c.Post("/tokenize", R"({"content":" the of and to a in is it that for on with as was he by at"})",
+               "application/json");
+    ASSERT_TRUE(res && res->status == 200);
+    for (const auto& id : json::parse(res->body)["tokens"]) bias.push_back({id, 100});
+  }
+
+  std::mutex mu;
+  std::map<std::string, int> outcomes;  // status/code → count
+  std::vector<int> completed(kConversations, 0);
+  double worst_latency_s = 0;
+  int refusals_without_retry_after = 0;
+  std::atomic<bool> stop{false};
+  const auto t0 = Clock::now();
+  auto note = [&](const std::string& k, double latency, bool refused_ok) {
+    std::lock_guard lock(mu);
+    ++outcomes[k];
+    worst_latency_s = std::max(worst_latency_s, latency);
+    if (!refused_ok) ++refusals_without_retry_after;
+  };
+
+  // Conversations: each a client that takes turns as fast as it is served, alternating
+  // streamed and plain answers, honouring Retry-After (up to 3 s).
+  std::vector<std::thread> clients;
+  for (int k = 0; k < kConversations; ++k) {
+    clients.emplace_back([&, k] {
+      json messages =
+          json::array({{{"role", "system"}, {"content", fmt::format("Conversation {} of the load test.", k)}},
+                       {{"role", "user"}, {"content", fmt::format("[c{}] turn 0", k)}}});
+      httplib::Client c("127.0.0.1", *port);
+      c.set_read_timeout(120s);
+      for (int turn = 0; !stop.load(); ++turn) {
+        json body = {{"messages", messages}, {"max_tokens", 8}, {"logit_bias", bias}};
+        const auto s = Clock::now();
+        std::string reply;
+        int status = 0;
+        std::string code;
+        int retry_after = 0;
+        if (turn % 2 == 1) {
+          auto st = gateway::testing::stream_request(*port, body, {}, 120s);
+          status = st.status;
+          if (st.status == 200 && st.done) reply = st.content;
+          if (st.status == 200 && !st.done) status = 599;  // an in-stream error
+          if (st.error) code = st.error->value("code", "");
+          retry_after = st.retry_after_s;
+        } else {
+          auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+          status = res ? res->status : 0;
+          if (res && res->status == 200) {
+            reply = json::parse(res->body)["choices"][0]["message"].value("content", "");
+          } else if (res) {
+            auto j = json::parse(res->body, nullptr, false);
+            if (j.is_object() && j.contains("error")) code = j["error"].value("code", "");
+            retry_after = std::atoi(res->get_header_value("Retry-After").c_str());
+          }
+        }
+        const double latency = seconds_since(s);
+        const bool refused = status == 429 || status == 503;
+        note(status == 200 ? "200" : fmt::format("{} {}", status, code), latency,
+             !refused || retry_after > 0);
+        if (status == 200) {
+          std::lock_guard lock(mu);
+          ++completed[static_cast<size_t>(k)];
+          messages.push_back({{"role", "assistant"}, {"content", reply}});
+          messages.push_back({{"role", "user"}, {"content", fmt::format("[c{}] turn {}", k, turn + 1)}});
+        } else if (refused) {
+          std::this_thread::sleep_for(std::chrono::seconds(std::clamp(retry_after, 1, 3)));
+        }
+      }
+    });
+  }
+
+  // Per-conversation order: bursts of 3 requests 30 ms apart on one explicit session; those
+  // admitted must finish in the order they were sent.
+  int order_violations = 0, bursts = 0, burst_requests_served = 0;
+  std::thread orderer([&] {
+    for (int b = 0; !stop.load(); ++b) {
+      std::vector<std::thread> burst;
+      std::vector<double> finished(3, -1);
+      for (int i = 0; i < 3; ++i) {
+        burst.emplace_back([&, i] {
+          httplib::Client c("127.0.0.1", *port);
+          c.set_read_timeout(120s);
+          json body = {
+              {"messages",
+               json::array({{{"role", "user"}, {"content", fmt::format("burst {} request {}", b, i)}}})},
+              {"max_tokens", 4},
+              {"logit_bias", bias}};
+          auto res =
+              c.Post("/v1/chat/completions", {{"X-Session-Id", "ordered"}}, body.dump(), "application/json");
+          if (res && res->status == 200) finished[static_cast<size_t>(i)] = seconds_since(t0);
+        });
+        std::this_thread::sleep_for(30ms);
+      }
+      for (auto& t : burst) t.join();
+      ++bursts;
+      double last = -1;
+      for (double f : finished) {
+        if (f < 0) continue;
+        ++burst_requests_served;
+        if (f < last) ++order_violations;
+        last = f;
+      }
+      std::this_thread::sleep_for(500ms);
+    }
+  });
+
+  // kvgate's memory every 5 s.
+  std::vector<std::pair<double, uint64_t>> rss;
+  while (seconds_since(t0) < duration_s) {
+    rss.emplace_back(seconds_since(t0), gateway::testing::rss_kib(up.pid()));
+    std::this_thread::sleep_for(5s);
+  }
+  stop = true;
+  for (auto& t : clients) t.join();
+  orderer.join();
+  const double elapsed = seconds_since(t0);
+  rss.emplace_back(elapsed, gateway::testing::rss_kib(up.pid()));
+  json status;
+  {
+    httplib::Client c("127.0.0.1", *port);
+    auto res = c.Get("/kvgate/v1/status");
+    ASSERT_TRUE(res && res->status == 200);
+    status = json::parse(res->body);
+  }
+  ASSERT_TRUE(up.running()) << "kvgate must still run";
+
+  // Fairness: Jain's index over the conversations' completed turns (1 = perfectly even).
+  const double sum = std::accumulate(completed.begin(), completed.end(), 0.0);
+  double sq = 0;
+  for (int n : completed) sq += static_cast<double>(n) * n;
+  const double jain = sum * sum / (kConversations * sq);
+  const int fewest = *std::min_element(completed.begin(), completed.end());
+  const int most = *std::max_element(completed.begin(), completed.end());
+  // Memory: the peak of the last third against the peak of the middle third.
+  uint64_t mid_peak = 0, late_peak = 0;
+  for (const auto& [t, kib] : rss) {
+    if (t >= elapsed / 3 && t < 2 * elapsed / 3) mid_peak = std::max(mid_peak, kib);
+    if (t >= 2 * elapsed / 3) late_peak = std::max(late_peak, kib);
+  }
+  json rss_series = json::array();
+  for (const auto& [t, kib] : rss)
+    rss_series.push_back({{"s", std::round(t)}, {"rss_mib", static_cast<double>(kib) / 1024.0}});
+  json record = {
+      {"fault",
+       fmt::format("{} conversations + a 3-request burst on one session, on {} engine slots, for {} s "
+                   "(--max-queue {}, --queue-timeout 20s)",
+                   kConversations, kSlots, static_cast<int>(elapsed), kQueue)},
+      {"expected",
+       "no deadlock (every request answered within its bound); RSS bounded; conversations take turns; "
+       "one conversation's requests served in order; beyond capacity 429 + Retry-After"},
+      {"test", "UpLoadTest.ManyConversationsOnFewSlotsForMinutes"},
+      {"faults", 0},
+      {"client", outcomes},
+      {"completed_turns", sum},
+      {"turns_per_s", sum / elapsed},
+      {"fairness_jain", jain},
+      {"turns_fewest_most", {fewest, most}},
+      {"worst_latency_s", worst_latency_s},
+      {"order", {{"bursts", bursts}, {"served", burst_requests_served}, {"violations", order_violations}}},
+      {"queue", status["queue"]},
+      {"sessions", status["sessions"]},
+      {"rss", rss_series},
+      {"rss_mid_peak_mib", static_cast<double>(mid_peak) / 1024.0},
+      {"rss_late_peak_mib", static_cast<double>(late_peak) / 1024.0},
+      {"sessions_lost", static_cast<int>(status["sessions"].get<uint64_t>()) - (kConversations + 1)},
+      {"crashes", 0}};
+  const bool ok = order_violations == 0 && refusals_without_retry_after == 0 && worst_latency_s < 60 &&
+                  jain > 0.9 && late_peak <= mid_peak + mid_peak / 5 + 16 * 1024 &&
+                  status["sessions"] == kConversations + 1;
+  record["result"] = ok ? "pass" : "fail";
+  gateway::testing::record_reliability("load", record);
+  std::printf("%s\n", record.dump(2).c_str());
+  EXPECT_EQ(order_violations, 0);
+  EXPECT_EQ(refusals_without_retry_after, 0);
+  EXPECT_LT(worst_latency_s, 60) << "no request waits past the queue time-out plus its own work";
+  EXPECT_GT(jain, 0.9);
+  EXPECT_LE(late_peak, mid_peak + mid_peak / 5 + 16 * 1024) << rss_series.dump();
+  EXPECT_EQ(status["sessions"], kConversations + 1) << "every conversation stayed one session";
+  EXPECT_GT(outcomes["200"], kConversations * 5);
+  up.kill9();  // the destructor would stop it anyway; the state directory goes with the test
+  up.wait_exit();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvgate::cli

@@ -1,0 +1,202 @@
+#include "gateway/admission.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kvgate::gateway {
+namespace {
+
+using namespace std::chrono_literals;
+
+Admission::Ticket take(Admission& a, const std::string& key) {
+  auto r = a.enter(key);
+  EXPECT_TRUE(std::holds_alternative<Admission::Ticket>(r)) << std::get<Admission::Refusal>(r).message;
+  return std::move(std::get<Admission::Ticket>(r));
+}
+
+// Starts a thread that enters with `key`, records the admission order, holds its place until
+// `release` is set.
+struct Waiter {
+  std::thread thread;
+  std::atomic<bool> admitted{false};
+  std::atomic<bool> release{false};
+};
+
+void start(Waiter& w, Admission& a, const std::string& key, std::mutex& mu, std::vector<std::string>& order) {
+  w.thread = std::thread([&w, &a, &mu, &order, key] {
+    auto r = a.enter(key);
+    if (!std::holds_alternative<Admission::Ticket>(r)) return;
+    {
+      std::lock_guard lock(mu);
+      order.push_back(key);
+    }
+    w.admitted = true;
+    while (!w.release.load()) std::this_thread::sleep_for(1ms);
+  });
+}
+
+void wait_waiting(Admission& a, size_t n) {
+  for (int i = 0; i < 2000 && a.stats().waiting != n; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(a.stats().waiting, n);
+}
+
+TEST(AdmissionTest, SessionsTakeTurnsAndKeepTheirOwnOrder) {
+  Admission a({.max_active = 1, .max_waiting = 10, .max_wait = 10s});
+  auto first = take(a, "A");
+  std::mutex mu;
+  std::vector<std::string> order;
+  Waiter a2, b1, a3, c1;
+  // Arrivals: A2, B1, A3, C1 (each queued before the next starts).
+  start(a2, a, "A", mu, order);
+  wait_waiting(a, 1);
+  start(b1, a, "B", mu, order);
+  wait_waiting(a, 2);
+  start(a3, a, "A", mu, order);
+  wait_waiting(a, 3);
+  start(c1, a, "C", mu, order);
+  wait_waiting(a, 4);
+  first.release();
+  for (Waiter* w : {&b1, &c1, &a2, &a3}) {
+    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(w->admitted);
+    EXPECT_EQ(a.stats().active, 1u);
+    w->release = true;
+    w->thread.join();
+  }
+  // A was just served: B and C (never served) go first, in arrival order; then A's requests
+  // in theirs.
+  EXPECT_EQ(order, (std::vector<std::string>{"B", "C", "A", "A"}));
+  EXPECT_EQ(a.stats().admitted, 5u);
+}
+
+TEST(AdmissionTest, ABusySessionDoesNotBlockOthers) {
+  Admission a({.max_active = 2, .max_waiting = 10, .max_wait = 10s});
+  auto a1 = take(a, "A");
+  std::mutex mu;
+  std::vector<std::string> order;
+  Waiter a2;
+  start(a2, a, "A", mu, order);
+  wait_waiting(a, 1);
+  // B arrives after A2 but A is busy: B takes the free place at once.
+  auto b1 = take(a, "B");
+  EXPECT_FALSE(a2.admitted);
+  EXPECT_EQ(a.stats().active, 2u);
+  a1.release();
+  for (int i = 0; i < 2000 && !a2.admitted; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(a2.admitted);
+  a2.release = true;
+  a2.thread.join();
+}
+
+TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
+  Admission a({.max_active = 1, .max_waiting = 2, .max_waiting_per_key = 8, .max_wait = 10s});
+  auto held = take(a, "X");
+  std::mutex mu;
+  std::vector<std::string> order;
+  Waiter w1, w2;
+  start(w1, a, "A", mu, order);
+  start(w2, a, "B", mu, order);
+  wait_waiting(a, 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = a.enter("C");
+  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
+  const auto& refusal = std::get<Admission::Refusal>(r);
+  EXPECT_EQ(refusal.reason, Admission::Refusal::Reason::kQueueFull);
+  EXPECT_STREQ(refusal.code(), "queue_full");
+  EXPECT_GE(refusal.retry_after_s, 1);
+  EXPECT_LE(refusal.retry_after_s, 60);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_EQ(a.stats().refused_queue_full, 1u);
+  held.release();
+  for (Waiter* w : {&w1, &w2}) {
+    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    w->release = true;
+    w->thread.join();
+  }
+}
+
+TEST(AdmissionTest, OneSessionCannotFillTheQueue) {
+  Admission a({.max_active = 1, .max_waiting = 10, .max_waiting_per_key = 2, .max_wait = 10s});
+  auto held = take(a, "A");
+  std::mutex mu;
+  std::vector<std::string> order;
+  Waiter w1, w2;
+  start(w1, a, "A", mu, order);
+  start(w2, a, "A", mu, order);
+  wait_waiting(a, 2);
+  auto r = a.enter("A");
+  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
+  EXPECT_EQ(std::get<Admission::Refusal>(r).reason, Admission::Refusal::Reason::kKeyQueueFull);
+  // Another session still gets in line.
+  Waiter b;
+  start(b, a, "B", mu, order);
+  wait_waiting(a, 3);
+  held.release();
+  // A was just served: B goes first, then A's two in their order.
+  for (Waiter* w : {&b, &w1, &w2}) {
+    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(w->admitted);
+    w->release = true;
+    w->thread.join();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"B", "A", "A"}));
+}
+
+TEST(AdmissionTest, WaitIsBoundedAndAGoneClientLeavesTheQueue) {
+  Admission a({.max_active = 1, .max_waiting = 10, .max_wait = 150ms});
+  auto held = take(a, "A");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = a.enter("B");
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
+  EXPECT_EQ(std::get<Admission::Refusal>(r).reason, Admission::Refusal::Reason::kTimeout);
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 1s);
+  EXPECT_EQ(a.stats().waiting, 0u);
+
+  std::atomic<bool> gone{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(50ms);
+    gone = true;
+  });
+  Admission b({.max_active = 1, .max_waiting = 10, .max_wait = 10s});
+  auto held_b = take(b, "A");
+  auto r2 = b.enter("B", [&] { return gone.load(); });
+  t.join();
+  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r2));
+  EXPECT_EQ(std::get<Admission::Refusal>(r2).reason, Admission::Refusal::Reason::kClientGone);
+  EXPECT_EQ(b.stats().waiting, 0u);
+  EXPECT_EQ(b.stats().client_gone, 1u);
+}
+
+TEST(AdmissionTest, ManyThreadsNeverExceedTheBound) {
+  Admission a({.max_active = 3, .max_waiting = 1000, .max_wait = 30s});
+  std::atomic<int> inside{0};
+  std::atomic<int> peak{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 40; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 20; ++k) {
+        auto r = a.enter("s" + std::to_string(i % 7));
+        ASSERT_TRUE(std::holds_alternative<Admission::Ticket>(r));
+        const int now = ++inside;
+        int p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        std::this_thread::yield();
+        --inside;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_EQ(a.stats().admitted, 800u);
+  EXPECT_EQ(a.stats().active, 0u);
+  EXPECT_EQ(a.stats().waiting, 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
