@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Regenerates the figures of docs/BENCHMARKS.md with `kvgate bench` on the pinned engine and
+# synthesized models. Opt-in (not part of the test suite): about two hours on a 2-core
+# machine, most of it in the prefill sweep and the direct replays' full re-prefills.
+#
+#   scripts/benchmarks.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, BUILD_DIR/benchmarks)
+#
+# Every step writes its CSV, JSON and SVG files into its own folder under OUT_DIR and its
+# summary to OUT_DIR/summary.txt. Steps can be chosen with KVGATE_BENCH_STEPS (a list of
+# prefill, replay, overhead; default all). Engine threads: KVGATE_BENCH_THREADS (default
+# nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${1:-build}
+OUT=${2:-$BUILD/benchmarks}
+STEPS=${KVGATE_BENCH_STEPS:-prefill replay overhead}
+THREADS=${KVGATE_BENCH_THREADS:-$(nproc)}
+KVGATE="$BUILD/src/cli/kvgate"
+TRACES=../shared/traces
+ENGINE_ARGS="-t $THREADS"
+
+log() { printf '[benchmarks] %s\n' "$*" >&2; }
+[[ -x "$KVGATE" ]] || { log "no $KVGATE: build kvgate first (scripts/setup.sh)"; exit 1; }
+mkdir -p "$OUT/models"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+run() {  # run NAME ARGS...: one benchmark, its summary appended to summary.txt
+  local name=$1
+  shift
+  log "$name: kvgate $*"
+  { echo "== $name: kvgate $*"; "$KVGATE" "$@"; echo; } | tee -a "$SUMMARY"
+}
+
+# The models: the built-in default shape (tiny qwen3: 4 layers, 128 wide) for the replays
+# and the overhead, and small-qwen3 (12 layers, 256 wide) for the prefill curve.
+"$KVGATE" synth --preset tiny-qwen3 --out "$OUT/models/tiny-qwen3.gguf" >/dev/null
+"$KVGATE" synth --preset small-qwen3 --out "$OUT/models/small-qwen3.gguf" >/dev/null
+
+for step in $STEPS; do
+  case $step in
+    prefill)
+      run prefill bench prefill --model "$OUT/models/small-qwen3.gguf" --engine-args "$ENGINE_ARGS" \
+        --ctx 1k..32k --reps 2 --out "$OUT/prefill"
+      ;;
+    replay)
+      for trace in agent-timestamp agent-zh-reasoning; do
+        run "replay-$trace" bench replay "$TRACES/$trace.jsonl" --model "$OUT/models/tiny-qwen3.gguf" \
+          --engine-args "$ENGINE_ARGS" --ctx 32k --plain-words --out "$OUT/replay-$trace"
+      done
+      ;;
+    overhead)
+      run overhead bench overhead --model "$OUT/models/tiny-qwen3.gguf" --engine-args "$ENGINE_ARGS" \
+        --reps 200 --large-bytes 1MiB --large-reps 30 --stream-tokens 64 --stream-reps 20 --out "$OUT/overhead"
+      ;;
+    *) log "unknown step '$step' (prefill, replay, overhead)"; exit 2 ;;
+  esac
+done
+log "done: $SUMMARY"

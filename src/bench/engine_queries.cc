@@ -1,0 +1,103 @@
+#include "bench/engine_queries.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace kvgate::bench {
+
+using nlohmann::json;
+
+namespace {
+
+Error answer_error(std::string_view what, const HttpAnswer& a) {
+  if (a.status == 0) return Error(fmt::format("{}: {}", what, a.transport_error));
+  return Error(fmt::format("{}: HTTP {}: {}", what, a.status, a.body.substr(0, 300)));
+}
+
+}  // namespace
+
+Result<uint64_t> engine_context(HttpClient& engine) {
+  const auto a = engine.get("/props");
+  if (a.status != 200) return answer_error("asking the engine for its context (GET /props)", a);
+  const json j = a.json();
+  uint64_t n = 0;
+  if (j.is_object()) {
+    if (auto d = j.find("default_generation_settings"); d != j.end() && d->is_object()) {
+      n = d->value("n_ctx", uint64_t{0});
+    }
+    if (n == 0 && j.contains("n_ctx") && j["n_ctx"].is_number_unsigned()) {
+      n = j["n_ctx"].get<uint64_t>() / std::max<uint64_t>(1, j.value("total_slots", uint64_t{1}));
+    }
+  }
+  if (n == 0) return Error("the engine's /props does not state its context size (n_ctx)");
+  return n;
+}
+
+Result<EngineCounters> parse_engine_counters(std::string_view text) {
+  EngineCounters c;
+  bool processed = false, cached = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, space);
+    const std::string value(line.substr(space + 1));
+    char* parsed_end = nullptr;
+    const double v = std::strtod(value.c_str(), &parsed_end);
+    if (parsed_end == value.c_str()) continue;
+    if (name == "llamacpp:prompt_tokens_total") {
+      c.processed = v;
+      processed = true;
+    } else if (name == "llamacpp:prompt_tokens_cached_total") {
+      c.cached = v;
+      cached = true;
+    }
+  }
+  if (!processed) return Error("the engine's metrics have no llamacpp:prompt_tokens_total");
+  if (!cached) c.cached = 0;  // older builds do not count reuse; treat as none
+  return c;
+}
+
+Result<EngineCounters> engine_counters(HttpClient& engine) {
+  const auto a = engine.get("/metrics");
+  if (a.status == 501 || a.status == 404) {
+    return Error("the engine does not export metrics: start it with --metrics");
+  }
+  if (a.status != 200) return answer_error("reading the engine's counters (GET /metrics)", a);
+  return parse_engine_counters(a.body);
+}
+
+Result<std::vector<int64_t>> tokenize(HttpClient& engine, std::string_view text) {
+  const json body = {{"content", text}, {"add_special", false}};
+  const auto a = engine.post("/tokenize", body.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (a.status != 200) return answer_error("tokenizing (POST /tokenize)", a);
+  const json j = a.json();
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+    return Error("the engine's /tokenize answer has no tokens array");
+  }
+  std::vector<int64_t> out;
+  for (const auto& t : j["tokens"]) {
+    if (t.is_number_integer())
+      out.push_back(t.get<int64_t>());
+    else if (t.is_object() && t.contains("id"))
+      out.push_back(t["id"].get<int64_t>());
+  }
+  return out;
+}
+
+Result<json> word_bias(HttpClient& engine) {
+  KV_ASSIGN_OR_RETURN(auto ids,
+                      tokenize(engine, " the of and to a in is it that for on with as was he by at"));
+  json bias = json::array();
+  for (int64_t id : ids) bias.push_back({id, 100});
+  return bias;
+}
+
+}  // namespace kvgate::bench

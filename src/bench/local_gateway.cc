@@ -1,0 +1,51 @@
+#include "bench/local_gateway.h"
+
+namespace kvgate::bench {
+
+Result<std::unique_ptr<LocalGateway>> LocalGateway::start(const Endpoint& engine,
+                                                          LocalGatewayOptions options) {
+  auto upstream = std::make_shared<gateway::HttpUpstream>([engine] {
+    return gateway::EngineEndpoint{.host = engine.host, .port = engine.port, .api_key = engine.api_key};
+  });
+  return start(std::move(upstream), std::move(options));
+}
+
+Result<std::unique_ptr<LocalGateway>> LocalGateway::start(std::shared_ptr<gateway::Upstream> upstream,
+                                                          LocalGatewayOptions options) {
+  std::unique_ptr<LocalGateway> g(new LocalGateway());
+  g->api_key_ = options.gateway.api_key;
+  g->gateway_ = std::make_unique<gateway::Gateway>(std::move(options.gateway), std::move(upstream));
+  if (options.store) {
+    std::error_code ec;
+    if (options.remove_store) {
+      for (const char* suffix : {"", "-wal", "-shm"})
+        std::filesystem::remove(options.store->string() + suffix, ec);
+      g->store_to_remove_ = options.store;
+    }
+    KV_TRY(g->gateway_->open_store(*options.store).with_context("opening the gateway's session store"));
+  }
+  gateway::HttpServerOptions http;
+  http.host = "127.0.0.1";
+  http.port = 0;
+  gateway::Gateway* raw = g->gateway_.get();
+  g->server_ = std::make_unique<gateway::HttpServer>(
+      http, [raw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) { raw->handle(r, w); });
+  KV_TRY(g->server_->start().with_context("starting the gateway's HTTP server"));
+  return g;
+}
+
+LocalGateway::~LocalGateway() {
+  if (server_) server_->stop();
+  gateway_.reset();
+  if (store_to_remove_) {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm"})
+      std::filesystem::remove(store_to_remove_->string() + suffix, ec);
+  }
+}
+
+Endpoint LocalGateway::endpoint() const {
+  return {.host = "127.0.0.1", .port = server_->port(), .api_key = api_key_};
+}
+
+}  // namespace kvgate::bench

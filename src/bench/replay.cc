@@ -1,0 +1,278 @@
+#include "bench/replay.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "bench/http_client.h"
+#include "bench/local_gateway.h"
+#include "gateway/reply.h"
+
+namespace kvgate::bench {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kChatPath = "/v1/chat/completions";
+
+// The turn's events among a session listing: those newer than `last_ts` (updated).
+json new_compactions(const json& sessions, int64_t& last_ts) {
+  json out = json::array();
+  int64_t newest = last_ts;
+  if (!sessions.is_object() || !sessions.contains("data") || !sessions["data"].is_array()) return out;
+  for (const auto& s : sessions["data"]) {
+    if (!s.is_object() || !s.contains("compaction_history") || !s["compaction_history"].is_array()) continue;
+    for (const auto& ev : s["compaction_history"]) {
+      const int64_t ts = ev.value("ts", int64_t{0});
+      if (ts <= last_ts) continue;
+      newest = std::max(newest, ts);
+      json brief = {{"level", ev.value("level", "")},
+                    {"trigger", ev.value("trigger", "")},
+                    {"tokens_before", ev.value("tokens_before", 0)},
+                    {"tokens_after", ev.value("tokens_after", 0)}};
+      if (ev.contains("summary_request")) brief["summary_request"] = ev["summary_request"];
+      out.push_back(std::move(brief));
+    }
+  }
+  last_ts = newest;
+  return out;
+}
+
+// Sends one turn and fills status, failure, times and token figures.
+void send_turn(HttpClient& client, const json& body, bool stream, TurnResult& t, std::optional<json>& reply) {
+  const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  t.request_bytes = text.size();
+  gateway::Usage usage;
+  json error = nullptr;
+  std::string transport;
+  reply.reset();
+  if (stream) {
+    StreamedAnswer a = client.post_stream(std::string(kChatPath), text);
+    t.status = a.status;
+    t.total_ms = a.total_ms;
+    t.ttft_ms = a.first_token_ms;
+    transport = a.transport_error;
+    if (a.status != 200 && a.status != 0) {
+      error = json::parse(a.error_body, nullptr, false);
+      if (error.is_discarded()) error = a.error_body;
+    } else if (a.error) {
+      error = *a.error;
+    } else if (a.status == 200 && transport.empty() && !a.done) {
+      error = "the stream ended without [DONE]";
+    }
+    usage = a.reply.usage();
+    if (a.reply.has_output() || !a.reply.content().empty()) reply = a.reply.message();
+  } else {
+    HttpAnswer a = client.post(std::string(kChatPath), text);
+    t.status = a.status;
+    t.total_ms = a.ms;
+    transport = a.transport_error;
+    const json j = a.json();
+    if (a.status != 200 && a.status != 0) {
+      error = j.is_null() ? json(a.body) : j;
+    } else if (a.status == 200) {
+      usage = gateway::usage_from(j);
+      t.ttft_ms = a.ms;
+      gateway::ReplyAccumulator acc;
+      acc.set_response(j);
+      reply = acc.message();
+    }
+  }
+  const Failure f = classify_failure(t.status, transport, error);
+  t.failure = f.kind;
+  t.error = f.message;
+  if (t.ok()) {
+    t.prompt_tokens = usage.prompt_tokens;
+    t.cached_tokens = usage.cached_tokens;
+    t.prefilled_tokens = usage.prefilled_tokens;
+  } else {
+    reply.reset();
+    json e = error.is_object() && error.contains("error") ? error["error"] : error;
+    if (e.is_object() && e.contains("n_prompt_tokens") && e["n_prompt_tokens"].is_number_unsigned()) {
+      t.prompt_tokens = e["n_prompt_tokens"];
+    }
+  }
+}
+
+Result<PathResult> run_path(const Trace& trace, const ReplayOptions& options, bool through_gateway,
+                            size_t& done, size_t total, const ProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PathResult result;
+  result.name = through_gateway ? "gateway" : "direct";
+  LocalEngineOptions eo = options.engine;
+  if (options.log_dir) eo.log_file = *options.log_dir / fmt::format("engine-{}.log", result.name);
+  if (progress) progress(done, total, fmt::format("{}: starting the engine", result.name));
+  KV_ASSIGN_OR_RETURN(auto engine, LocalEngine::start(eo));
+  result.engine_command = engine->command_line();
+  HttpClient engine_client(engine->endpoint(), std::chrono::seconds(120));
+  json bias = nullptr;
+  if (options.plain_words) {
+    KV_ASSIGN_OR_RETURN(bias, word_bias(engine_client));
+  }
+  std::unique_ptr<LocalGateway> gw;
+  if (through_gateway) {
+    static int counter = 0;
+    LocalGatewayOptions go{.gateway = options.gateway};
+    go.store = std::filesystem::temp_directory_path() /
+               fmt::format("kvgate-bench-replay-{}-{}.db", ::getpid(), counter++);
+    KV_ASSIGN_OR_RETURN(gw, LocalGateway::start(engine->endpoint(), std::move(go)));
+  }
+  HttpClient client(gw ? gw->endpoint() : engine->endpoint());
+  int64_t last_ts = 0;
+  json previous_trace, previous_sent;
+  std::optional<json> reply;
+  for (size_t k = 0; k < trace.turns.size(); ++k) {
+    const json& recorded = trace.turns[k];
+    TurnResult t;
+    t.turn = k + 1;
+    json body = recorded;
+    if (options.live && k > 0) {
+      LiveHistory h = live_history(previous_trace, previous_sent, recorded["messages"], reply);
+      body["messages"] = std::move(h.messages);
+      t.live = h.live;
+    }
+    if (options.max_tokens) {
+      body.erase("max_completion_tokens");
+      body["max_tokens"] = *options.max_tokens;
+    }
+    if (!bias.is_null()) body["logit_bias"] = bias;
+    t.stream = options.stream == StreamMode::kForce ? true : recorded.value("stream", false);
+    body["stream"] = t.stream;
+    if (t.stream) {
+      if (!body.contains("stream_options") || !body["stream_options"].is_object())
+        body["stream_options"] = json::object();
+      body["stream_options"]["include_usage"] = true;
+    } else {
+      body.erase("stream_options");
+    }
+    t.request_messages = body["messages"].size();
+    if (progress) {
+      progress(done, total,
+               fmt::format("{}: turn {}/{} ({} messages)", result.name, k + 1, trace.turns.size(),
+                           t.request_messages));
+    }
+    KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(engine_client));
+    send_turn(client, body, t.stream, t, reply);
+    KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(engine_client));
+    t.engine_processed = after.processed - before.processed;
+    t.engine_cached = after.cached - before.cached;
+    if (gw) {
+      const auto s = client.get("/kvgate/v1/sessions");
+      if (s.status == 200) t.compactions = new_compactions(s.json(), last_ts);
+    }
+    previous_trace = recorded["messages"];
+    previous_sent = body["messages"];
+    result.turns.push_back(std::move(t));
+    ++done;
+  }
+  if (gw) {
+    const auto s = client.get("/kvgate/v1/sessions");
+    const json j = s.json();
+    if (j.is_object() && j.contains("data") && j["data"].is_array()) result.sessions = j["data"].size();
+  }
+  result.stale_retries = client.stale_retries();
+  result.summary = summarize_path(result.turns);
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace
+
+const PathResult* ReplayReport::path(std::string_view name) const {
+  for (const auto& p : paths) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+PathSummary summarize_path(const std::vector<TurnResult>& turns) {
+  PathSummary s;
+  s.turns = turns.size();
+  std::vector<double> ttft, total;
+  for (const auto& t : turns) {
+    total.push_back(t.total_ms);
+    s.engine_processed += t.engine_processed;
+    s.engine_cached += t.engine_cached;
+    s.compactions += t.compactions.size();
+    if (!t.ok()) {
+      ++s.failures[failure_name(t.failure)];
+      if (s.first_failure_turn == 0) s.first_failure_turn = t.turn;
+      continue;
+    }
+    ++s.ok;
+    s.prompt_tokens += t.prompt_tokens;
+    s.cached_tokens += t.cached_tokens;
+    s.prefilled_tokens += t.prefilled_tokens;
+    if (t.ttft_ms >= 0) ttft.push_back(t.ttft_ms);
+  }
+  s.prefilled_ratio = s.prompt_tokens == 0
+                          ? 0
+                          : static_cast<double>(s.prefilled_tokens) / static_cast<double>(s.prompt_tokens);
+  const double engine_all = s.engine_processed + s.engine_cached;
+  s.engine_processed_ratio = engine_all <= 0 ? 0 : s.engine_processed / engine_all;
+  s.ttft_ms = summarize(ttft);
+  s.total_ms = summarize(total);
+  return s;
+}
+
+json compare_paths(const PathResult& direct, const PathResult& gateway) {
+  std::vector<double> d_ttft, g_ttft;
+  double d_sum = 0, g_sum = 0;
+  uint64_t d_pre = 0, g_pre = 0;
+  size_t common = 0;
+  const size_t n = std::min(direct.turns.size(), gateway.turns.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto& d = direct.turns[i];
+    const auto& g = gateway.turns[i];
+    if (!d.ok() || !g.ok() || d.ttft_ms < 0 || g.ttft_ms < 0) continue;
+    ++common;
+    d_ttft.push_back(d.ttft_ms);
+    g_ttft.push_back(g.ttft_ms);
+    d_sum += d.ttft_ms;
+    g_sum += g.ttft_ms;
+    d_pre += d.prefilled_tokens;
+    g_pre += g.prefilled_tokens;
+  }
+  auto ratio = [](double a, double b) { return b > 0 ? json(a / b) : json(nullptr); };
+  return {{"turns_both_answered", common},
+          {"ttft_sum_ratio", ratio(g_sum, d_sum)},
+          {"ttft_p50_ratio", common ? ratio(median(g_ttft), median(d_ttft)) : json(nullptr)},
+          {"prefilled_ratio", ratio(static_cast<double>(g_pre), static_cast<double>(d_pre))},
+          {"direct_ttft_sum_ms", d_sum},
+          {"gateway_ttft_sum_ms", g_sum}};
+}
+
+Result<ReplayReport> run_replay(const Trace& trace, const ReplayOptions& options,
+                                const ProgressFn& progress) {
+  if (!options.direct && !options.through_gateway)
+    return Error("nothing to replay: neither path is selected");
+  const auto t0 = std::chrono::steady_clock::now();
+  ReplayReport report;
+  report.trace = trace.name;
+  report.options = {{"turns", trace.turns.size()},
+                    {"context", options.engine.context},
+                    {"slots", options.engine.slots},
+                    {"model", options.engine.model.string()},
+                    {"engine_args", options.engine.extra_args},
+                    {"live", options.live},
+                    {"max_tokens", options.max_tokens ? json(*options.max_tokens) : json("as in the trace")},
+                    {"plain_words", options.plain_words},
+                    {"stream", options.stream == StreamMode::kForce ? "always" : "as in the trace"}};
+  const size_t total =
+      trace.turns.size() * ((options.direct ? 1U : 0U) + (options.through_gateway ? 1U : 0U));
+  size_t done = 0;
+  if (options.direct) {
+    KV_ASSIGN_OR_RETURN(auto p, run_path(trace, options, false, done, total, progress));
+    report.paths.push_back(std::move(p));
+  }
+  if (options.through_gateway) {
+    KV_ASSIGN_OR_RETURN(auto p, run_path(trace, options, true, done, total, progress));
+    report.paths.push_back(std::move(p));
+  }
+  report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace kvgate::bench

@@ -1,0 +1,277 @@
+// kvgate bench prefill|replay|overhead: measurements of the engine and of kvgate in front
+// of it, written as CSV, JSON and SVG into --out DIR (see src/bench and docs/BENCHMARKS.md).
+//
+//   kvgate bench prefill  (--url URL [--api-key K] | --model FILE) [--ctx 4k..64k] [--reps 3]
+//   kvgate bench replay   TRACE.jsonl --model FILE [--ctx 32k] [--turns N] [--live]
+//   kvgate bench overhead (--url URL [--api-key K] | --model FILE) [--reps 100] [--large-bytes 1MiB]
+//
+// With --model the pinned engine (or --server BIN, or $KVGATE_SERVER) is started on a free
+// loopback port with one slot and stopped at the end; --engine-args adds flags verbatim.
+// Progress goes to stderr when it is a terminal; the summary to stdout (--json: the report).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bench/local_engine.h"
+#include "bench/overhead.h"
+#include "bench/prefill.h"
+#include "bench/progress.h"
+#include "bench/replay.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "util/log.h"
+#include "util/units.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TargetArgs {
+  std::string url;
+  std::string api_key;
+  std::string model;
+  std::string server;
+  std::string engine_args;
+};
+
+void add_target(CLI::App& cmd, TargetArgs& t, bool url_allowed) {
+  if (url_allowed) {
+    cmd.add_option("--url", t.url, "a running llama-server, http://HOST:PORT");
+    cmd.add_option("--api-key", t.api_key, "its API key");
+  }
+  cmd.add_option("--model", t.model, "a GGUF model: start the engine on it (one slot, --metrics)");
+  cmd.add_option("--server", t.server,
+                 "llama-server binary for --model (default: $KVGATE_SERVER, the pinned build)");
+  cmd.add_option("--engine-args", t.engine_args, "extra engine flags for --model, e.g. \"-t 2 -fa on\"");
+}
+
+// The engine to measure: the one at --url, or one started here on --model.
+struct Target {
+  bench::Endpoint endpoint;
+  std::unique_ptr<bench::LocalEngine> owned;
+};
+
+Result<Target> open_target(const TargetArgs& t, uint64_t context, const bench::OutputDir& out) {
+  if (t.url.empty() == t.model.empty())
+    return Error("give either --url URL (a running engine) or --model FILE");
+  Target target;
+  if (!t.url.empty()) {
+    KV_ASSIGN_OR_RETURN(target.endpoint, bench::parse_endpoint_url(t.url, t.api_key));
+    return target;
+  }
+  bench::LocalEngineOptions o{.model = t.model,
+                              .context = context,
+                              .slots = 1,
+                              .extra_args = bench::split_args(t.engine_args),
+                              .log_file = out.path("engine.log")};
+  if (!t.server.empty()) o.server = t.server;
+  KV_ASSIGN_OR_RETURN(target.owned, bench::LocalEngine::start(o));
+  target.endpoint = target.owned->endpoint();
+  return target;
+}
+
+int fail(std::string_view sub, const std::string& message) {
+  std::fprintf(stderr, "kvgate bench %.*s: %s\n", static_cast<int>(sub.size()), sub.data(), message.c_str());
+  return kExitFailure;
+}
+
+void list_written(const bench::OutputDir& out) {
+  std::string line = "wrote:";
+  for (const auto& p : out.written()) line += " " + p.string();
+  std::printf("%s\n", line.c_str());
+}
+
+int prefill(const TargetArgs& t, const std::string& ctx, int reps, double cliff_fraction, double cap_fraction,
+            uint64_t cache_check, uint64_t seed, const std::string& out_dir, bool json) {
+  auto sizes = bench::parse_context_sizes(ctx);
+  if (!sizes) return fail("prefill", sizes.error().message());
+  if (!(cliff_fraction > 0 && cliff_fraction < 1))
+    return fail("prefill", "--cliff-fraction must be between 0 and 1");
+  if (!(cap_fraction > 0 && cap_fraction <= 1)) return fail("prefill", "--cap-fraction must be in (0, 1]");
+  auto out = bench::OutputDir::open(out_dir);
+  if (!out) return fail("prefill", out.error().message());
+  auto target = open_target(t, (sizes->back() + 256 + 255) / 256 * 256, *out);
+  if (!target) return fail("prefill", target.error().message());
+  bench::PrefillOptions o{.sizes = *sizes, .reps = reps, .cache_check_tokens = cache_check, .seed = seed};
+  o.cliff.fraction = cliff_fraction;
+  o.cliff.cap_fraction = cap_fraction;
+  bench::HttpClient client(target->endpoint);
+  bench::TerminalProgress progress;
+  auto report = bench::run_prefill(client, o, progress.callback());
+  progress.clear();
+  if (!report) return fail("prefill", report.error().message());
+  if (target->owned) report->engine["command"] = target->owned->command_line();
+  if (auto st = bench::write_prefill(*report, *out); !st) return fail("prefill", st.error().message());
+  if (json) {
+    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+  } else {
+    std::fputs(bench::prefill_text(*report).c_str(), stdout);
+    list_written(*out);
+  }
+  return kExitOk;
+}
+
+int replay(const std::string& trace_path, const TargetArgs& t, const std::string& ctx, size_t turns,
+           bool live, std::optional<int> max_tokens, bool plain_words, bool as_recorded,
+           const std::string& paths, const std::string& out_dir, bool json) {
+  if (t.model.empty())
+    return fail("replay", "--model FILE is required (each path gets a fresh engine on it)");
+  auto context = util::parse_tokens(ctx);
+  if (!context) return fail("replay", "--ctx: " + context.error().message());
+  if (paths != "both" && paths != "direct" && paths != "gateway") {
+    return fail("replay", "--paths must be both, direct or gateway");
+  }
+  auto trace = bench::load_trace(trace_path, turns);
+  if (!trace) return fail("replay", trace.error().message());
+  auto out = bench::OutputDir::open(out_dir);
+  if (!out) return fail("replay", out.error().message());
+  bench::ReplayOptions o;
+  o.engine = {
+      .model = t.model, .context = *context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
+  if (!t.server.empty()) o.engine.server = t.server;
+  o.direct = paths != "gateway";
+  o.through_gateway = paths != "direct";
+  o.live = live;
+  o.max_tokens = max_tokens;
+  o.plain_words = plain_words;
+  o.stream = as_recorded ? bench::StreamMode::kTrace : bench::StreamMode::kForce;
+  o.log_dir = out->dir();
+  bench::TerminalProgress progress;
+  auto report = bench::run_replay(*trace, o, progress.callback());
+  progress.clear();
+  if (!report) return fail("replay", report.error().message());
+  if (auto st = bench::write_replay(*report, *out); !st) return fail("replay", st.error().message());
+  if (json) {
+    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+  } else {
+    std::fputs(bench::replay_text(*report).c_str(), stdout);
+    list_written(*out);
+  }
+  return kExitOk;
+}
+
+int overhead(const TargetArgs& t, const bench::OverheadOptions& o, const std::string& ctx,
+             const std::string& out_dir, bool json) {
+  auto out = bench::OutputDir::open(out_dir);
+  if (!out) return fail("overhead", out.error().message());
+  uint64_t context = bench::overhead_context(o.large_bytes);
+  if (!ctx.empty()) {
+    auto c = util::parse_tokens(ctx);
+    if (!c) return fail("overhead", "--ctx: " + c.error().message());
+    context = *c;
+  }
+  auto target = open_target(t, context, *out);
+  if (!target) return fail("overhead", target.error().message());
+  bench::TerminalProgress progress;
+  auto report = bench::run_overhead(target->endpoint, o, progress.callback());
+  progress.clear();
+  if (!report) return fail("overhead", report.error().message());
+  if (target->owned) report->engine["command"] = target->owned->command_line();
+  if (auto st = bench::write_overhead(*report, *out); !st) return fail("overhead", st.error().message());
+  if (json) {
+    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+  } else {
+    std::fputs(bench::overhead_text(*report).c_str(), stdout);
+    list_written(*out);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  CLI::App app{
+      "Benchmarks: prefill throughput against context (cliff, safe cap), a trace replayed straight to the "
+      "engine and through kvgate, the gateway's overhead. Files (CSV, JSON, SVG) go to --out.",
+      "kvgate bench"};
+  app.require_subcommand(1);
+  std::string out_dir = "kvgate-bench";
+  bool json = false;
+  app.add_option("--out", out_dir, "folder for the files (created if missing; default ./kvgate-bench)");
+  app.add_flag("--json", json, "print the JSON report instead of the summary");
+
+  TargetArgs pt;
+  std::string p_ctx = "4k..32k";
+  int p_reps = 3;
+  double cliff_fraction = 0.5, cap_fraction = 0.8;
+  uint64_t cache_check = 1024, seed = 1;
+  auto* p =
+      app.add_subcommand("prefill", "prefill throughput against context size, the cliff and a safe cap");
+  add_target(*p, pt, true);
+  p->add_option("--ctx", p_ctx,
+                "prompt sizes: a list (512,1024,4k) or a range (4k..128k: powers of two and 1.5x)");
+  p->add_option("--reps", p_reps, "runs per size (median reported; default 3)");
+  p->add_option("--cliff-fraction", cliff_fraction,
+                "cliff: throughput below this fraction of the trend (default 0.5)");
+  p->add_option("--cap-fraction", cap_fraction,
+                "safe cap: this fraction of the last size before the cliff (default 0.8)");
+  p->add_option("--cache-check-tokens", cache_check,
+                "prompt of the second-turn cache check (0: skip; default 1024)");
+  p->add_option("--seed", seed, "random prompts' seed");
+  p->add_option("--out", out_dir, "folder for the files");
+  p->add_flag("--json", json, "print the JSON report");
+
+  TargetArgs rt;
+  std::string trace_path, r_ctx = "32k", paths = "both";
+  size_t turns = 0;
+  bool live = false, plain_words = false, as_recorded = false;
+  std::optional<int> max_tokens;
+  auto* r = app.add_subcommand("replay", "replay an agent trace straight to the engine and through kvgate");
+  r->add_option("trace", trace_path, "TRACE.jsonl (first line {\"_meta\":…}, then one chat request per turn)")
+      ->required();
+  add_target(*r, rt, false);
+  r->add_option("--ctx", r_ctx, "engine context for both paths (default 32k)");
+  r->add_option("--turns", turns, "replay only the first N turns");
+  r->add_flag("--live", live, "send the model's own replies back instead of the trace's assistant messages");
+  r->add_option("--max-tokens", max_tokens, "override the trace's max_tokens");
+  r->add_flag("--plain-words", plain_words,
+              "bias the output to common English words (random-weight models otherwise emit bytes the "
+              "engine's output "
+              "parser may reject)");
+  r->add_flag("--stream-as-recorded", as_recorded,
+              "keep each turn's stream setting (default: stream every turn, so TTFT is measured everywhere)");
+  r->add_option("--paths", paths, "both (default), direct or gateway");
+  r->add_option("--out", out_dir, "folder for the files");
+  r->add_flag("--json", json, "print the JSON report");
+
+  TargetArgs ot;
+  bench::OverheadOptions oo;
+  std::string large = "1MiB", o_ctx;
+  auto* o = app.add_subcommand("overhead",
+                               "latency the gateway adds: small and large requests, SSE relay per event");
+  add_target(*o, ot, true);
+  o->add_option("--reps", oo.reps, "small-request pairs (default 100)");
+  o->add_option("--large-bytes", large, "size of the large request (default 1MiB; 0: skip)");
+  o->add_option("--large-reps", oo.large_reps, "large-request pairs (default 20)");
+  o->add_option("--stream-tokens", oo.stream_tokens, "tokens of the streamed answer (default 64; 0: skip)");
+  o->add_option("--stream-reps", oo.stream_reps, "streamed pairs (default 10)");
+  o->add_option("--warmup", oo.warmup, "unrecorded pairs first (default 3)");
+  o->add_option("--ctx", o_ctx, "engine context for --model (default: enough for the large request)");
+  o->add_option("--out", out_dir, "folder for the files");
+  o->add_flag("--json", json, "print the JSON report");
+
+  if (auto code = parse_args(app, argc, argv)) return *code;
+  if (std::getenv("KVGATE_LOG") == nullptr) util::set_log_level(util::LogLevel::kWarn);
+
+  if (p->parsed())
+    return prefill(pt, p_ctx, p_reps, cliff_fraction, cap_fraction, cache_check, seed, out_dir, json);
+  if (r->parsed()) {
+    return replay(trace_path, rt, r_ctx, turns, live, max_tokens, plain_words, as_recorded, paths, out_dir,
+                  json);
+  }
+  if (large == "0") {
+    oo.large_bytes = 0;
+  } else {
+    auto bytes = util::parse_bytes(large);
+    if (!bytes) return fail("overhead", "--large-bytes: " + bytes.error().message());
+    oo.large_bytes = *bytes;
+  }
+  return overhead(ot, oo, o_ctx, out_dir, json);
+}
+
+}  // namespace kvgate::cli
