@@ -217,7 +217,9 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
   UpConfig c;
   c.model = options.model;
   plan::ServerSettings& s = c.settings;
-  for (const auto& [name, v] : options.values) {
+  for (const auto& entry : options.values) {
+    const std::string& name = entry.first;  // plain references: lambdas below capture them
+    const std::string& v = entry.second;
     auto duration = [&](engine::Millis& out) -> Status {
       auto d = parse_duration(v);
       if (!d) return Error(fmt::format("--{}: {}", name, d.error().message()));
