@@ -156,6 +156,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     table.set_keys(match.session, keys);
     store.sessions[match.session->id] = conv;
     store.request_messages[match.session->id] = request_messages;
+    // As SessionStore::save: the session's previous keys are replaced by its current ones.
+    std::erase_if(store.keys, [&](const auto& kv) { return kv.second == match.session->id; });
     for (uint64_t k : keys) store.keys[k] = match.session->id;
     turn.unlock();
     c.push_back(reply);

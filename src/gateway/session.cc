@@ -94,7 +94,9 @@ std::shared_ptr<Session> SessionTable::lookup_key(uint64_t key, bool* loaded) {
   if (!loader_.find || !loader_.load) return nullptr;
   auto id = loader_.find(key);
   if (!id) return nullptr;
-  if (auto s = sessions_.find(*id); s != sessions_.end()) return s->second;
+  // A session in memory is indexed by its current keys (above); the store naming it for a key
+  // it no longer has is out of date (a save that failed, or one still to come).
+  if (sessions_.count(*id) != 0) return nullptr;
   auto s = loader_.load(*id);
   if (!s) return nullptr;
   *loaded = true;

@@ -51,6 +51,24 @@ TEST(SessionTableTest, RecognisesContinuationByPrefix) {
   EXPECT_NE(m3.session, m1.session);
 }
 
+TEST(SessionTableTest, AStoreKeyASessionInMemoryNoLongerHasIsIgnored) {
+  SessionTable t;
+  json a = convo(1, "a");
+  auto m = t.find_or_create(chain_hashes(a), std::string("agent-1"));
+  t.update_chain(m.session, chain_hashes(a), a.size());
+  // The store still names agent-1 for the end of an older chain (its save has not happened).
+  const uint64_t stale = chain_hashes(convo(2, "b")).back();
+  t.set_loader({.find = [stale](uint64_t key) -> std::optional<std::string> {
+                  return key == stale ? std::optional<std::string>("agent-1") : std::nullopt;
+                },
+                .load = [](const std::string&) -> std::shared_ptr<Session> { return nullptr; }});
+  json b = convo(2, "b");
+  b.push_back({{"role", "user"}, {"content", "b question 2"}});
+  auto r = t.find_or_create(chain_hashes(b), std::nullopt);
+  EXPECT_NE(r.session, m.session) << "agent-1 does not hold that conversation";
+  EXPECT_EQ(r.how, "new");
+}
+
 TEST(SessionTableTest, ExplicitIdWins) {
   SessionTable t;
   auto a = t.find_or_create(chain_hashes(convo(1)), std::string("agent-7"));

@@ -57,11 +57,12 @@ void SseParser::process_line(std::string_view line) {
 }
 
 void SseParser::finish_event(std::vector<SseEvent>& out) {
-  if (any_field_ || any_comment_) {
-    current_.raw = std::move(event_raw_);
-    current_.comment_only = !any_field_;
-    out.push_back(std::move(current_));
-  }
+  // A blank line with no event before it completes nothing: its bytes stay in event_raw_ and
+  // are relayed with the next event, so the relayed stream is still the upstream's bytes.
+  if (!any_field_ && !any_comment_) return;
+  current_.raw = std::move(event_raw_);
+  current_.comment_only = !any_field_;
+  out.push_back(std::move(current_));
   current_ = SseEvent();
   event_raw_.clear();
   any_field_ = false;

@@ -37,6 +37,19 @@ TEST(SseParserTest, EventsAcrossEverySplit) {
   }
 }
 
+TEST(SseParserTest, StrayBlankLinesAreRelayedWithTheNextEvent) {
+  // Blank lines that end no event complete nothing, but their bytes are not lost: relaying
+  // every event's raw text still reproduces the stream.
+  const std::string wire = "\n\r\ndata: a\r\n\r\n\n\ndata: b\n\n";
+  for (size_t piece = 1; piece <= wire.size(); ++piece) {
+    auto ev = parse_in_pieces(wire, piece);
+    ASSERT_EQ(ev.size(), 2U) << piece;
+    EXPECT_EQ(ev[0].data, "a");
+    EXPECT_EQ(ev[1].data, "b");
+    EXPECT_EQ(ev[0].raw + ev[1].raw, wire) << piece;
+  }
+}
+
 TEST(SseParserTest, CrLfLineEnds) {
   const std::string wire = "data: x\r\n\r\ndata: y\r\n\r\n";
   for (size_t piece = 1; piece <= wire.size(); ++piece) {
