@@ -171,6 +171,17 @@ Result<PathResult> run_path(const Trace& trace, const ReplayOptions& options, bo
     const auto s = client.get("/kvgate/v1/sessions");
     const json j = s.json();
     if (j.is_object() && j.contains("data") && j["data"].is_array()) result.sessions = j["data"].size();
+    const json st = client.get("/kvgate/v1/status").json();
+    if (st.is_object() && st.contains("token_accounting") && st.contains("metrics")) {
+      const json& ta = st["token_accounting"];
+      const double ms = st["metrics"].value("token_accounting_ms_total", 0.0);
+      result.accounting = {{"exact_counts", ta.value("counts", uint64_t{0})},
+                           {"pieces_tokenized", ta.value("pieces_tokenized", uint64_t{0})},
+                           {"chars_tokenized", ta.value("chars_tokenized", uint64_t{0})},
+                           {"piece_cache_hits", ta.value("cache_hits", uint64_t{0})},
+                           {"ms_total", ms},
+                           {"ms_per_turn", trace.turns.empty() ? 0.0 : ms / static_cast<double>(trace.turns.size())}};
+    }
   }
   result.stale_retries = client.stale_retries();
   result.summary = summarize_path(result.turns);

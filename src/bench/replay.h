@@ -94,6 +94,9 @@ struct PathResult {
   PathSummary summary;
   size_t sessions = 0;       // gateway sessions at the end (1: the conversation was recognised every turn)
   size_t stale_retries = 0;  // requests resent because the server had closed the kept-alive connection
+  // Gateway path: the cost of its exact token accounting over the replay (exact counts made,
+  // pieces tokenised, milliseconds), from GET /kvgate/v1/status.
+  nlohmann::json accounting;
   double wall_s = 0;
 };
 

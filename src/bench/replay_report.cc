@@ -123,7 +123,10 @@ json to_json(const ReplayReport& r) {
                {"wall_s", p.wall_s},
                {"stale_connection_retries", p.stale_retries},
                {"turns", turns}};
-    if (p.name == "gateway") pj["sessions"] = p.sessions;
+    if (p.name == "gateway") {
+      pj["sessions"] = p.sessions;
+      pj["token_accounting"] = p.accounting;
+    }
     paths.push_back(std::move(pj));
   }
   json out = {{"bench", "replay"},
@@ -179,7 +182,15 @@ std::string replay_text(const ReplayReport& r) {
     s +=
         fmt::format("  {} engine counters: {:.0f} prompt tokens computed, {:.0f} reused ({:.1f}% computed)\n",
                     p.name, m.engine_processed, m.engine_cached, 100.0 * m.engine_processed_ratio);
-    if (p.name == "gateway") s += fmt::format("  gateway sessions at the end: {}\n", p.sessions);
+    if (p.name == "gateway") {
+      s += fmt::format("  gateway sessions at the end: {}\n", p.sessions);
+      if (p.accounting.is_object()) {
+        s += fmt::format(
+            "  gateway token accounting: {} exact counts, {} pieces tokenised, {:.1f} ms in all, {:.2f} ms per turn\n",
+            p.accounting.value("exact_counts", uint64_t{0}), p.accounting.value("pieces_tokenized", uint64_t{0}),
+            p.accounting.value("ms_total", 0.0), p.accounting.value("ms_per_turn", 0.0));
+      }
+    }
   }
   const PathResult* d = r.path("direct");
   const PathResult* g = r.path("gateway");

@@ -23,6 +23,7 @@
 #include "bench/replay.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "plan/fit.h"
 #include "util/log.h"
 #include "util/units.h"
 
@@ -118,7 +119,8 @@ int prefill(const TargetArgs& t, const std::string& ctx, int reps, double cliff_
 
 int replay(const std::string& trace_path, const TargetArgs& t, const std::string& ctx, size_t turns,
            bool live, std::optional<int> max_tokens, bool plain_words, bool as_recorded,
-           const std::string& paths, const std::string& out_dir, bool json) {
+           const std::string& paths, uint32_t cache_reuse, const std::string& high_watermark,
+           const std::string& out_dir, bool json) {
   if (t.model.empty())
     return fail("replay", "--model FILE is required (each path gets a fresh engine on it)");
   auto context = util::parse_tokens(ctx);
@@ -134,6 +136,20 @@ int replay(const std::string& trace_path, const TargetArgs& t, const std::string
   o.engine = {
       .model = t.model, .context = *context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
   if (!t.server.empty()) o.engine.server = t.server;
+  // Both paths run the engine as `kvgate up` does for an attention-only model: chunk reuse on
+  // (the direct path gets it too, so the settings are the same), and the gateway compacts at
+  // the planner's safe cap with the summary after the retained messages, which then stay cached.
+  if (cache_reuse > 0) {
+    o.engine.extra_args.insert(o.engine.extra_args.end(), {"--cache-reuse", std::to_string(cache_reuse)});
+  }
+  o.gateway.compaction_options.summary_after_tail = cache_reuse > 0;
+  if (high_watermark.empty()) {
+    o.gateway.high_watermark_tokens = plan::safe_cap(static_cast<uint32_t>(*context));
+  } else {
+    auto high = util::parse_tokens(high_watermark);
+    if (!high || *high == 0) return fail("replay", "--high-watermark: a token count such as 24k");
+    o.gateway.high_watermark_tokens = *high;
+  }
   o.direct = paths != "gateway";
   o.through_gateway = paths != "direct";
   o.live = live;
@@ -236,6 +252,12 @@ int run_bench(int argc, char** argv) {
   r->add_flag("--stream-as-recorded", as_recorded,
               "keep each turn's stream setting (default: stream every turn, so TTFT is measured everywhere)");
   r->add_option("--paths", paths, "both (default), direct or gateway");
+  uint32_t cache_reuse = 256;
+  std::string high_watermark;
+  r->add_option("--cache-reuse", cache_reuse,
+                "the engine's --cache-reuse on both paths, as kvgate up sets it (default 256; 0: off)");
+  r->add_option("--high-watermark", high_watermark,
+                "the gateway's high watermark in tokens (default: the planner's safe cap, 3/4 of --ctx)");
   r->add_option("--out", out_dir, "folder for the files");
   r->add_flag("--json", json, "print the JSON report");
 
@@ -261,8 +283,8 @@ int run_bench(int argc, char** argv) {
   if (p->parsed())
     return prefill(pt, p_ctx, p_reps, cliff_fraction, cap_fraction, cache_check, seed, out_dir, json);
   if (r->parsed()) {
-    return replay(trace_path, rt, r_ctx, turns, live, max_tokens, plain_words, as_recorded, paths, out_dir,
-                  json);
+    return replay(trace_path, rt, r_ctx, turns, live, max_tokens, plain_words, as_recorded, paths, cache_reuse,
+                  high_watermark, out_dir, json);
   }
   if (large == "0") {
     oo.large_bytes = 0;

@@ -107,6 +107,7 @@ nlohmann::json Metrics::to_json() const {
           {"completion_tokens", completion_tokens_},
           {"cache_hit_ratio",
            prompt_tokens_ ? static_cast<double>(cached_tokens_) / static_cast<double>(prompt_tokens_) : 0.0},
+          {"token_accounting_ms_total", accounting_ms_},
           {"token_accounting_ms_mean", accounted_requests_ ? accounting_ms_ / static_cast<double>(accounted_requests_) : 0.0},
           {"ttft_ms_mean", ttft_.count() ? ttft_.sum() / static_cast<double>(ttft_.count()) : 0.0},
           {"counters", counters}};
