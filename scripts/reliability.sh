@@ -6,7 +6,11 @@
 #      UBSan, build-fuzz), its executions, coverage and crashes;
 #   3. scripts/reliability_table.py writes the tables between the document's markers.
 #
-#   scripts/reliability.sh [--build DIR] [--fuzz SECONDS] [--no-faults] [-- extra ctest args]
+#   scripts/reliability.sh [--build DIR] [--fuzz SECONDS] [--fuzz-targets "T1 T2"] [--no-faults]
+#                          [--results DIR] [-- extra ctest args]
+#
+# --results keeps the records in DIR (and adds to the ones already there, e.g. to fuzz again
+# only the targets given with --fuzz-targets and still write the whole table).
 #
 # Environment: KVGATE_LOAD_SECONDS (load run length, default 180), KVGATE_FAULT_SEED (kill
 # points of the kvgate restart case). Needs the pinned engine (scripts/engine.sh); the session
@@ -17,19 +21,24 @@ cd "$(dirname "$0")/.."
 
 build=build
 fuzz_seconds=0
+fuzz_targets=""
+results=
 faults=1
 extra=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --fuzz) fuzz_seconds=$2; shift 2 ;;
+    --fuzz-targets) fuzz_targets=$2; shift 2 ;;
+    --results) results=$2; shift 2 ;;
     --no-faults) faults=0; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 
-results=$(mktemp -d /tmp/kvgate-reliability.XXXXXX)
+if [[ -z $results ]]; then results=$(mktemp -d /tmp/kvgate-reliability.XXXXXX); fi
+mkdir -p "$results"
 log() { printf '[reliability] %s\n' "$*" >&2; }
 status=0
 
@@ -47,6 +56,7 @@ if [[ $fuzz_seconds -gt 0 ]]; then
   cmake --build build-fuzz -j2
   work=$(mktemp -d /tmp/kvgate-fuzz.XXXXXX)
   targets=(gguf_reader_fuzz chat_request_fuzz session_recognition_fuzz startup_log_fuzz sse_parser_fuzz http_head_fuzz)
+  if [[ -n $fuzz_targets ]]; then read -r -a targets <<<"$fuzz_targets"; fi
   declare -A seeds=([gguf_reader_fuzz]=gguf [chat_request_fuzz]=chat_request [session_recognition_fuzz]=session_recognition
                     [startup_log_fuzz]=startup_log [sse_parser_fuzz]=sse_parser [http_head_fuzz]=http_head)
   run_one() {

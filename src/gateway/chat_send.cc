@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/disconnect_watch.h"
 #include "gateway/gateway.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/sse.h"
@@ -73,16 +74,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
   const std::string upstream_body = body.dump(-1, ' ', false, json::error_handler_t::replace);
   const std::string model = body.value("model", options_.model_name);
   if (!stream) {
-    std::atomic<bool> done{false};
-    std::thread watcher([&] {
-      while (!done.load()) {
-        if (writer.client_gone()) {
-          cancel.cancel();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
+    std::optional<DisconnectWatch> watch(std::in_place, writer, cancel);
     auto res = upstream_->call("POST", "/v1/chat/completions", upstream_body, upstream_timeout(prompt_tokens, true),
                                &cancel);
     std::optional<std::string> rescue_reason;
@@ -131,8 +123,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
         if (out.failure) out.failure->message += " (rescue failed: " + rescued.error().message() + ")";
       }
     }
-    done = true;
-    watcher.join();
+    watch.reset();
     return out;
   }
 

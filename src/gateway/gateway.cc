@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gateway/chat_request.h"
+#include "gateway/disconnect_watch.h"
 #include "gateway/reply.h"
 #include "gateway/sse.h"
 #include "gateway/stream_relay.h"
@@ -268,19 +269,9 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
   CancelScope cancel;
   if (!rec.stream) {
-    std::atomic<bool> done{false};
-    std::thread watcher([&] {
-      while (!done.load()) {
-        if (writer.client_gone()) {
-          cancel.cancel();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
+    std::optional<DisconnectWatch> watch(std::in_place, writer, cancel);
     auto res = upstream_->call("POST", "/v1/completions", body.dump(), upstream_timeout(0, true), &cancel);
-    done = true;
-    watcher.join();
+    watch.reset();
     if (auto* err = std::get_if<UpstreamError>(&res)) {
       auto e = from_upstream_error(*err);
       rec.status = e.status;

@@ -1,0 +1,52 @@
+// DisconnectWatch: while a request waits for a whole (non-streamed) engine answer, nothing is
+// written to its client, so a client that leaves is only noticed by looking. The watch looks
+// every `interval` on its own thread and cancels the upstream call when the client is gone;
+// destroying it stops the thread at once (no waiting out the interval).
+//
+// Thread-safety: constructed and destroyed by the request's thread; the watch thread only
+// reads the writer's client_gone() and calls CancelScope::cancel(), both thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "gateway/http_server.h"
+#include "gateway/upstream.h"
+
+namespace kvgate::gateway {
+
+class DisconnectWatch {
+ public:
+  DisconnectWatch(ResponseWriter& writer, CancelScope& cancel,
+                  std::chrono::milliseconds interval = std::chrono::milliseconds(100))
+      : thread_([this, &writer, &cancel, interval] {
+          std::unique_lock lock(mu_);
+          while (!stop_) {
+            if (writer.client_gone()) {
+              cancel.cancel();
+              return;
+            }
+            cv_.wait_for(lock, interval, [this] { return stop_; });
+          }
+        }) {}
+  ~DisconnectWatch() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+}  // namespace kvgate::gateway
