@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the figures of docs/BENCHMARKS.md with `kvgate bench` on the pinned engine and
-# synthesized models. Opt-in (not part of the test suite): about two hours on a 2-core
-# machine, most of it in the prefill sweep and the direct replays' full re-prefills.
+# synthesized models. Opt-in (not part of the test suite): about 35 minutes on a 2-core
+# machine (prefill 12, replays 11 and 7, overhead 3), most of it in full re-prefills.
 #
 #   scripts/benchmarks.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, BUILD_DIR/benchmarks)
 #
 # Every step writes its CSV, JSON and SVG files into its own folder under OUT_DIR and its
-# summary to OUT_DIR/summary.txt. Steps can be chosen with KVGATE_BENCH_STEPS (a list of
+# summary to OUT_DIR/STEP.txt and OUT_DIR/summary.txt; scripts/benchmarks_doc.py then writes
+# the summaries, tables and charts into docs/BENCHMARKS.md. Steps can be chosen with KVGATE_BENCH_STEPS (a list of
 # prefill, replay, overhead; default all). Engine threads: KVGATE_BENCH_THREADS (default
 # nproc).
 set -euo pipefail
@@ -29,7 +30,8 @@ run() {  # run NAME ARGS...: one benchmark, its summary appended to summary.txt
   local name=$1
   shift
   log "$name: kvgate $*"
-  { echo "== $name: kvgate $*"; "$KVGATE" "$@"; echo; } | tee -a "$SUMMARY"
+  "$KVGATE" "$@" | grep -v '^wrote: ' | tee "$OUT/$name.txt"
+  { echo "== $name: kvgate $*"; cat "$OUT/$name.txt"; echo; } >>"$SUMMARY"
 }
 
 # The models: the built-in default shape (tiny qwen3: 4 layers, 128 wide) for the replays
@@ -56,4 +58,5 @@ for step in $STEPS; do
     *) log "unknown step '$step' (prefill, replay, overhead)"; exit 2 ;;
   esac
 done
+python3 scripts/benchmarks_doc.py "$OUT" docs/BENCHMARKS.md
 log "done: $SUMMARY"

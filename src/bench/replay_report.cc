@@ -163,12 +163,12 @@ Status write_replay(const ReplayReport& r, OutputDir& out) {
 std::string replay_text(const ReplayReport& r) {
   std::string s = fmt::format("replay of {} ({} turns, context {}{})\n", r.trace, r.options.value("turns", 0),
                               r.options.value("context", 0), r.options.value("live", false) ? ", live" : "");
-  s += fmt::format("  {:<8} {:>5} {:>9} {:>13} {:>13} {:>10} {:>10} {:>10} {:>11} {:>6}\n", "path", "ok",
+  s += fmt::format("  {:<8} {:>5} {:>9} {:>13} {:>13} {:>10} {:>10} {:>10} {:>11} {:>12}\n", "path", "ok",
                    "failed", "prompt tok", "prefilled", "ratio", "TTFT p50", "TTFT p95", "TTFT total",
-                   "compa");
+                   "compactions");
   for (const auto& p : r.paths) {
     const auto& m = p.summary;
-    s += fmt::format("  {:<8} {:>5} {:>9} {:>13} {:>13} {:>10.3f} {:>9.2f}s {:>9.2f}s {:>10.1f}s {:>6}\n",
+    s += fmt::format("  {:<8} {:>5} {:>9} {:>13} {:>13} {:>10.3f} {:>9.2f}s {:>9.2f}s {:>10.1f}s {:>12}\n",
                      p.name, m.ok, m.turns - m.ok, m.prompt_tokens, m.prefilled_tokens, m.prefilled_ratio,
                      m.ttft_ms.p50 / 1000, m.ttft_ms.p95 / 1000, m.ttft_ms.sum / 1000, m.compactions);
   }
