@@ -155,7 +155,7 @@ class UpFaultsTest : public ::testing::Test {
                     image.string(), (dir_ / "state").string());
     if (run(probe) != 0) return {};
     mounted_image_ = image.string();
-    return {"unshare",
+    return {"/usr/bin/unshare",  // the prefix is executed as is (no PATH search); util-linux puts it here
             "-m",
             "--propagation",
             "private",
@@ -535,7 +535,8 @@ TEST_F(UpFaultsTest, SessionStoreOnAFullDiskAndTurnedReadOnly) {
   const std::string state = (dir_ / "state").string();
   // 1. The disk fills up (a file takes every free block).
   in_namespace(fmt::format("cat /dev/zero > {}/fill", state));
-  EXPECT_NE(in_namespace(fmt::format("echo x > {}/probe", state)), 0) << "the disk should be full";
+  // (A few bytes may still fit in blocks the filler could not use; a page's worth does not.)
+  EXPECT_NE(in_namespace(fmt::format("head -c 65536 /dev/zero > {}/probe", state)), 0) << "the disk should be full";
   EXPECT_EQ(turn("three, disk full"), 200);
   EXPECT_EQ(turn("four, disk full"), 200);
   EXPECT_EQ(health().value("session_store", ""), "failing");
@@ -641,7 +642,7 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
   for (const auto& t : tags) convs.push_back({t, conversation(t, 1), "", 1});
   std::map<std::string, int> client;
   std::map<std::string, int> kill_points;
-  int lost = 0, not_cached = 0, turns = 0, recognised = 0;
+  int lost = 0, not_cached = 0, turns = 0, recognised = 0, rescued_turns = 0;
 
   auto commit = [](Conv& c, const json& reply) {
     c.messages.push_back(reply);
@@ -725,6 +726,13 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
       const size_t before = up_->events("request").size();
       ASSERT_EQ(take_turn(c, -1), 200) << c.tag;
       json ev = next_request_event(before);
+      // A rescued answer (the engine rejected its own output, docs/RESCUE.md) reports the
+      // replay's usage, which has no cache figures when the engine refuses the replay's last
+      // event too: such a turn says nothing about the cache either way.
+      if (ev.value("rescued", false)) {
+        ++rescued_turns;
+        continue;
+      }
       const uint64_t prompt = ev.value("prompt_tokens", uint64_t{0});
       const uint64_t cached = ev.value("cached_tokens", uint64_t{0});
       if (cached * 10 < prompt * 6) ++not_cached;
@@ -757,6 +765,7 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
        {"client", client},
        {"recognised_after_restart", recognised},
        {"not_served_from_cache", not_cached},
+       {"rescued_turns_not_judged", rescued_turns},
        {"sessions_lost", lost},
        {"sessions_mixed", check.mixed},
        {"crashes", 0},

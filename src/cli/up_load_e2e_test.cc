@@ -99,16 +99,20 @@ TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
           status = st.status;
           if (st.status == 200 && st.done) reply = st.content;
           if (st.status == 200 && !st.done) status = 599;  // an in-stream error
-          if (st.error) code = st.error->value("code", "");
+          if (st.error && st.error->contains("code") && (*st.error)["code"].is_string())
+            code = (*st.error)["code"].get<std::string>();
           retry_after = st.retry_after_s;
         } else {
           auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
           status = res ? res->status : 0;
           if (res && res->status == 200) {
-            reply = json::parse(res->body)["choices"][0]["message"].value("content", "");
+            const json m = json::parse(res->body)["choices"][0]["message"];
+            reply = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
           } else if (res) {
             auto j = json::parse(res->body, nullptr, false);
-            if (j.is_object() && j.contains("error")) code = j["error"].value("code", "");
+            if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("code") &&
+                j["error"]["code"].is_string())
+              code = j["error"]["code"].get<std::string>();
             retry_after = std::atoi(res->get_header_value("Retry-After").c_str());
           }
         }

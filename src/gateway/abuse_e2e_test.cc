@@ -418,9 +418,10 @@ TEST(AbuseTest, ThousandsOfConversationsThroughTheEngine) {
   ASSERT_TRUE(count.ok());
   EXPECT_EQ(*count, static_cast<uint64_t>(kConversations)) << "each conversation is one session";
   const std::string prom = front.gateway().metrics().prometheus();
-  const size_t at = prom.find("kvgate_sessions_loaded_total ");
+  const std::string sample = "\nkvgate_sessions_loaded_total ";  // the value line, not its # TYPE line
+  const size_t at = prom.find(sample);
   ASSERT_NE(at, std::string::npos) << prom;
-  const int loaded = std::atoi(prom.c_str() + at + std::strlen("kvgate_sessions_loaded_total "));
+  const int loaded = std::atoi(prom.c_str() + at + sample.size());
   EXPECT_EQ(loaded, kRevisits);
   const uint64_t rss_after = testing::rss_kib(::getpid());
   other->reset();

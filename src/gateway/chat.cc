@@ -121,6 +121,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   Admission::Ticket ticket;
   if (auto e = admit(session->id, writer, ticket, rec)) {
     metrics_.record(rec);
+    if (match.created) sessions_.discard_if_empty(session, 2);  // `session` and `match.session`
     if (e->status != 499) send_error(writer, *e);
     return;
   }
@@ -216,6 +217,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     rec.status = e->status;
     rec.error_kind = "engine_unavailable";
     metrics_.record(rec);
+    if (match.created && session->conversation.length == 0) sessions_.discard_if_empty(session, 2);
     return send_error(writer, *e);
   }
 
@@ -430,7 +432,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     }
     sessions_.set_keys(session, recognition_keys(session->conversation, request_messages));
   } else if (match.created && session->conversation.length == 0) {
-    sessions_.discard_if_empty(session);  // nothing to keep: the client's retry starts afresh
+    sessions_.discard_if_empty(session, 2);  // nothing to keep: the client's retry starts afresh
   }  // A failed turn leaves the session as it was; the client will send it again.
   {
     std::lock_guard lock(session->mu);

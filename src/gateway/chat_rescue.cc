@@ -58,6 +58,7 @@ Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t firs
   r.message = parsed.message;
   r.finish_reason = parsed.call_count() > 0 ? "tool_calls" : (text.stopped_by_limit() ? "length" : "stop");
   r.prompt_tokens = static_cast<uint64_t>(std::max(0, text.tokens_evaluated()));
+  r.cached_tokens = std::min<uint64_t>(r.prompt_tokens, static_cast<uint64_t>(std::max(0, text.tokens_cached())));
   r.completion_tokens = static_cast<uint64_t>(std::max(0, text.tokens_predicted()));
   r.calls = parsed.call_count();
   json notes = json::array();
@@ -70,6 +71,8 @@ Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t firs
                   {{"reason", reason},
                    {"outcome", outcome},
                    {"calls", r.calls},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"cached_tokens", r.cached_tokens},
                    {"raw", sanitize_utf8(text.text().substr(0, 2000))},
                    {"replay_failed_midway", text.failed()},
                    {"notes", notes}});
@@ -86,7 +89,8 @@ json Gateway::rescued_response(const Rescue& r, const std::string& model) {
           {"usage",
            {{"prompt_tokens", r.prompt_tokens},
             {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens}}},
+            {"total_tokens", r.prompt_tokens + r.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}},
           {"kvgate", {{"rescued", true}}}};
 }
 

@@ -150,6 +150,7 @@ class Gateway {
     nlohmann::json message;
     std::string finish_reason;
     uint64_t prompt_tokens = 0;
+    uint64_t cached_tokens = 0;  // of prompt_tokens, served from the engine's cache
     uint64_t completion_tokens = 0;
     size_t calls = 0;
   };

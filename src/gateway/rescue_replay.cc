@@ -89,6 +89,9 @@ void ReplayText::add_event(std::string_view data) {
   if (c && c->is_string()) text_ += c->get_ref<const std::string&>();
   if (int p = int_field(*v, "tokens_predicted")) tokens_predicted_ = p;
   if (int e = int_field(*v, "tokens_evaluated")) tokens_evaluated_ = e;
+  if (const json* t = member(*v, "timings")) {
+    if (int n = int_field(*t, "cache_n")) tokens_cached_ = n;
+  }
   const json* stop = member(*v, "stop");
   if (stop && stop->is_boolean() && stop->get<bool>()) {
     finished_ = true;

@@ -42,6 +42,7 @@ class ReplayText {
   bool stopped_by_limit() const { return stopped_by_limit_; }
   int tokens_predicted() const { return tokens_predicted_; }
   int tokens_evaluated() const { return tokens_evaluated_; }
+  int tokens_cached() const { return tokens_cached_; }  // of the prompt, from the engine's cache
 
  private:
   std::string text_;
@@ -50,6 +51,7 @@ class ReplayText {
   bool stopped_by_limit_ = false;
   int tokens_predicted_ = 0;
   int tokens_evaluated_ = 0;
+  int tokens_cached_ = 0;
 };
 
 }  // namespace kvgate::gateway

@@ -233,10 +233,11 @@ void SessionTable::evict_if_needed() {
   }
 }
 
-void SessionTable::discard_if_empty(const std::shared_ptr<Session>& session) {
-  std::lock_guard lock(mu_);
+void SessionTable::discard_if_empty(const std::shared_ptr<Session>& session, long caller_refs) {
+  std::lock_guard lock(mu_);  // every other way to a session goes through mu_
   auto it = sessions_.find(session->id);
   if (it == sessions_.end() || it->second != session) return;
+  if (session.use_count() > 1 + caller_refs) return;
   {
     std::lock_guard slock(session->mu);
     if (!session->chain.empty()) return;

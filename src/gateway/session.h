@@ -120,9 +120,11 @@ class SessionTable {
   // Replaces a session's recognition keys (chain ends and window keys).
   void set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys);
 
-  // Forgets a session this request created when its first turn failed: nothing of it was
-  // committed, and the client's retry must not leave one empty session per attempt.
-  void discard_if_empty(const std::shared_ptr<Session>& session);
+  // Forgets a session this request created when its first turn failed or was refused: nothing
+  // of it was committed, and the client's retry must not leave one empty session per attempt.
+  // Kept when anyone but the table and the caller (holding `caller_refs` references) has it:
+  // another request of the same conversation may be on its way.
+  void discard_if_empty(const std::shared_ptr<Session>& session, long caller_refs);
 
   std::shared_ptr<Session> get(const std::string& id);
   std::vector<std::shared_ptr<Session>> list();
