@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -130,10 +131,21 @@ class UpFaultsTest : public ::testing::Test {
   }
 
   // The newest "request" log line after `before` of them were seen.
-  json next_request_event(size_t before) {
+  // Waits until kvgate has logged at least `n` request events (a request's line is written
+  // after its answer, so it may still be on its way when the client has the answer).
+  size_t wait_events(size_t n) {
+    for (int i = 0; i < 200 && up_->events("request").size() < n; ++i) std::this_thread::sleep_for(25ms);
+    return up_->events("request").size();
+  }
+
+  // The first request event after the first `before` ones; with `messages`, the first of them
+  // for a request of that many messages (so a late line of an earlier request is passed over).
+  json next_request_event(size_t before, std::optional<size_t> messages = std::nullopt) {
     for (int i = 0; i < 200; ++i) {
       auto ev = up_->events("request");
-      if (ev.size() > before) return ev.back();
+      for (size_t k = before; k < ev.size(); ++k) {
+        if (!messages || ev[k].value("messages", size_t{0}) == *messages) return ev[k];
+      }
       std::this_thread::sleep_for(25ms);
     }
     return json();
@@ -210,7 +222,7 @@ TEST_F(UpFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   ASSERT_GT(first, 0);
   ::kill(first, SIGKILL);
   const auto t0 = Clock::now();
-  size_t before = up_->events("request").size();
+  size_t before = wait_events(1);
   a = chat(messages);
   const double between_ms = ms_since(t0);
   client[kind_of(a)]++;
@@ -242,7 +254,7 @@ TEST_F(UpFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   EXPECT_FALSE(st.done);
   EXPECT_LT(st.ms, 10000);
   client["200 + partial + in-stream error"]++;
-  before = up_->events("request").size();
+  before = wait_events(3);  // the two turns and the cut stream
   a = chat(messages);
   client[kind_of(a)]++;
   ASSERT_EQ(a.status, 200) << a.raw;
@@ -637,9 +649,10 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
     json messages;  // ends with the next user message
     std::string session;
     int next = 1;
+    size_t sent = 0;  // messages in the last request
   };
   std::vector<Conv> convs;
-  for (const auto& t : tags) convs.push_back({t, conversation(t, 1), "", 1});
+  for (const auto& t : tags) convs.push_back({t, conversation(t, 1), "", 1, 0});
   std::map<std::string, int> client;
   std::map<std::string, int> kill_points;
   int lost = 0, not_cached = 0, turns = 0, recognised = 0, rescued_turns = 0;
@@ -652,6 +665,7 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
   auto take_turn = [&](Conv& c, int mode) -> int {
     ++turns;
     const size_t before = up_->events("request").size();
+    c.sent = c.messages.size();
     if (mode == 2) {  // mid-stream, after a few content events
       const size_t after = 1 + rng() % 3;
       size_t seen = 0;
@@ -686,7 +700,7 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
     client[a.status == 200 ? "200" : "connection broken by the kill"]++;
     if (a.status == 200) {
       commit(c, a.body["choices"][0]["message"]);
-      if (mode == 0 && c.session.empty()) c.session = next_request_event(before).value("session", "");
+      if (mode == 0 && c.session.empty()) c.session = next_request_event(before, c.sent).value("session", "");
     }
     if (mode == 3) up_->kill9();  // right after the client has its answer
     return a.status;
@@ -710,11 +724,12 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
     if (up_->running()) up_->kill9();
     EXPECT_EQ(up_->wait_exit(), -SIGKILL);
     start(up_args);
+    // Each request logs one line, in order: the n-th line of this process is the n-th request.
+    size_t logged = 0;
     // Each conversation's next turn: recognised as itself, from the store.
     for (auto& c : convs) {
-      const size_t before = up_->events("request").size();
       ASSERT_EQ(take_turn(c, -1), 200) << c.tag;
-      json ev = next_request_event(before);
+      json ev = next_request_event(logged++);
       const bool same = ev.value("session", "") == c.session && ev.value("recognised_by", "") == "prefix";
       if (!same) ++lost;
       recognised += same ? 1 : 0;
@@ -723,9 +738,8 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
     }
     // ... and the turn after that is served from the engine's cache.
     for (auto& c : convs) {
-      const size_t before = up_->events("request").size();
       ASSERT_EQ(take_turn(c, -1), 200) << c.tag;
-      json ev = next_request_event(before);
+      json ev = next_request_event(logged++);
       // A rescued answer (the engine rejected its own output, docs/RESCUE.md) reports the
       // replay's usage, which has no cache figures when the engine refuses the replay's last
       // event too: such a turn says nothing about the cache either way.
