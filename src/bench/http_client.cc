@@ -72,11 +72,12 @@ bool HttpClient::retry_stale(bool got_answer) {
   return retry;
 }
 
-HttpAnswer HttpClient::get(const std::string& path) {
+template <class Send>
+HttpAnswer HttpClient::request(Send send) {
   for (;;) {
     HttpAnswer a;
     const auto t0 = Clock::now();
-    auto res = client_->Get(path.c_str());
+    auto res = send();
     a.ms = ms_between(t0, Clock::now());
     if (retry_stale(static_cast<bool>(res))) continue;
     if (!res) {
@@ -89,21 +90,12 @@ HttpAnswer HttpClient::get(const std::string& path) {
   }
 }
 
+HttpAnswer HttpClient::get(const std::string& path) {
+  return request([&] { return client_->Get(path.c_str()); });
+}
+
 HttpAnswer HttpClient::post(const std::string& path, const std::string& body) {
-  for (;;) {
-    HttpAnswer a;
-    const auto t0 = Clock::now();
-    auto res = client_->Post(path.c_str(), body, "application/json");
-    a.ms = ms_between(t0, Clock::now());
-    if (retry_stale(static_cast<bool>(res))) continue;
-    if (!res) {
-      a.transport_error = httplib::to_string(res.error());
-      return a;
-    }
-    a.status = res->status;
-    a.body = std::move(res->body);
-    return a;
-  }
+  return request([&] { return client_->Post(path.c_str(), body, "application/json"); });
 }
 
 StreamedAnswer HttpClient::post_stream(

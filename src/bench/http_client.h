@@ -90,6 +90,9 @@ class HttpClient {
  private:
   // True (and counted) when a failed attempt should be repeated on a new connection.
   bool retry_stale(bool got_answer);
+  // One request (`send` performs it), timed, resent once on a stale kept-alive connection.
+  template <class Send>
+  HttpAnswer request(Send send);
 
   Endpoint endpoint_;
   bool keep_alive_;

@@ -8,7 +8,6 @@
 #include "gateway/history_repair.h"
 #include "gateway/relaxed_json.h"
 #include "gateway/rescue_replay.h"
-#include "gateway/sse.h"
 #include "gateway/tool_call_parse.h"
 #include "util/log.h"
 
@@ -28,28 +27,13 @@ Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t firs
   }
   const json replay = replay_completion_body(body, rj["prompt"].get<std::string>());
   ReplayText text;
-  SseParser parser;
-  int status = 0;
-  std::string error_body;
-  auto res = upstream_->stream(
-      "/completion", replay.dump(-1, ' ', false, json::error_handler_t::replace),
-      {.on_start = [&](int st, const std::string&) {
-         status = st;
-         return true;
-       },
-       .on_data = [&](std::string_view data) {
-         if (status != 200) {
-           error_body.append(data);
-           return error_body.size() < 65536;
-         }
-         for (const auto& ev : parser.feed(data)) {
-           if (!ev.comment_only) text.add_event(ev.data);
-         }
-         return true;
-       }},
-      upstream_timeout(0, false), &cancel);
-  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("rescue: " + err->message);
-  if (status != 200) return Error(fmt::format("rescue: the replay was refused ({}): {}", status, error_body.substr(0, 300)));
+  const EventStreamEnd stream = stream_events(
+      *upstream_, "/completion", replay.dump(-1, ' ', false, json::error_handler_t::replace),
+      [&](const std::string& data) { text.add_event(data); }, upstream_timeout(0, false), &cancel);
+  if (stream.failure) return Error("rescue: " + stream.failure->message);
+  if (stream.status != 200) {
+    return Error(fmt::format("rescue: the replay was refused ({}): {}", stream.status, stream.error_body.substr(0, 300)));
+  }
   if (text.text().empty() && text.failed()) return Error("rescue: the replay produced no readable text either");
 
   const json tools = body.contains("tools") ? body["tools"] : json::array();

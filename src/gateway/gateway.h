@@ -166,10 +166,11 @@ class Gateway {
   // Engine-written summary of history before `until`, asked as a continuation of the cached prompt.
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
                                      const Conversation& c, uint64_t until, uint64_t max_tokens, nlohmann::json& stats);
-  // Saves a session (state, keys, new compaction events); logs and counts failures.
-  // Saves the session (the caller holds its turn); after a save that works, also the sessions
-  // whose saves failed before (the store was full, read-only or locked).
+  // Saves the session (state, keys, new compaction events; the caller holds its turn); after a
+  // save that works, also the sessions whose saves failed before (the store was full, read-only
+  // or locked).
   Status persist(Session& session, const std::vector<nlohmann::json>& new_compactions);
+  // One save; logs and counts a failure and remembers the session as unsaved.
   Status save_session(Session& session, const std::vector<nlohmann::json>& new_compactions);
   void save_unsaved_sessions(const std::string& just_saved);
   std::shared_ptr<Session> load_session(const std::string& id);

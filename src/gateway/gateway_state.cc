@@ -4,7 +4,6 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
-#include "gateway/sse.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -227,33 +226,21 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   json last;
   json progress;
   std::string stream_error;
-  SseParser parser;
-  int status = 0;
-  std::string error_body;
-  auto res = upstream_->stream(
-      "/completion", completion.dump(-1, ' ', false, json::error_handler_t::replace),
-      {.on_start = [&](int st, const std::string&) {
-         status = st;
-         return true;
-       },
-       .on_data = [&](std::string_view data) {
-         if (status != 200) {
-           error_body.append(data);
-           return error_body.size() < 65536;
-         }
-         for (const auto& ev : parser.feed(data)) {
-           auto j = json::parse(ev.data, nullptr, false);
-           if (j.is_discarded() || !j.is_object()) continue;
-           if (j.contains("content") && j["content"].is_string()) text += j["content"].get<std::string>();
-           if (j.contains("prompt_progress") && j["prompt_progress"].is_object()) progress = j["prompt_progress"];
-           if (j.contains("error") && j["error"].is_object()) stream_error = j["error"].value("message", "error");
-           if (j.value("stop", false)) last = j;
-         }
-         return true;
-       }},
+  const EventStreamEnd stream = stream_events(
+      *upstream_, "/completion", completion.dump(-1, ' ', false, json::error_handler_t::replace),
+      [&](const std::string& data) {
+        auto j = json::parse(data, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return;
+        if (j.contains("content") && j["content"].is_string()) text += j["content"].get<std::string>();
+        if (j.contains("prompt_progress") && j["prompt_progress"].is_object()) progress = j["prompt_progress"];
+        if (j.contains("error") && j["error"].is_object()) stream_error = j["error"].value("message", "error");
+        if (j.value("stop", false)) last = j;
+      },
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.summary_timeout));
-  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("summary: " + err->message);
-  if (status != 200) return Error(fmt::format("summary: the engine answered {}: {}", status, error_body.substr(0, 300)));
+  if (stream.failure) return Error("summary: " + stream.failure->message);
+  if (stream.status != 200) {
+    return Error(fmt::format("summary: the engine answered {}: {}", stream.status, stream.error_body.substr(0, 300)));
+  }
   // How much of the summary prompt the engine had cached: from its prefill progress (the
   // final timings are missing when the engine rejected the end of the output).
   if (progress.is_object()) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "gateway/sse.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -133,6 +135,31 @@ std::variant<int, UpstreamError> HttpUpstream::stream(const std::string& path, c
     return failure(res.error(), ep, cancel, since(last_activity), idle_timeout);
   }
   return res->status;
+}
+
+EventStreamEnd stream_events(Upstream& upstream, const std::string& path, const std::string& body,
+                             const std::function<void(const std::string& data)>& on_event,
+                             std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
+  EventStreamEnd end;
+  SseParser parser;
+  auto res = upstream.stream(path, body,
+                             {.on_start = [&](int st, const std::string&) {
+                                end.status = st;
+                                return true;
+                              },
+                              .on_data = [&](std::string_view data) {
+                                if (end.status != 200) {
+                                  end.error_body.append(data);
+                                  return end.error_body.size() < 65536;
+                                }
+                                for (const auto& ev : parser.feed(data)) {
+                                  if (!ev.comment_only) on_event(ev.data);
+                                }
+                                return true;
+                              }},
+                             idle_timeout, cancel);
+  if (auto* err = std::get_if<UpstreamError>(&res)) end.failure = *err;
+  return end;
 }
 
 }  // namespace kvgate::gateway

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -109,5 +110,18 @@ class HttpUpstream : public Upstream {
  private:
   EndpointProvider provider_;
 };
+
+// An engine answer streamed as server-sent events (llama-server's /completion with
+// "stream": true), consumed event by event.
+struct EventStreamEnd {
+  std::optional<UpstreamError> failure;  // the engine could not be reached or broke off
+  int status = 0;                        // the answer's HTTP status
+  std::string error_body;                // the first 64 KiB of a non-200 answer
+};
+// POSTs `body` to `path` and hands the data of each event (comment-only events skipped) to
+// `on_event` while the status is 200; bounds as Upstream::stream.
+EventStreamEnd stream_events(Upstream& upstream, const std::string& path, const std::string& body,
+                             const std::function<void(const std::string& data)>& on_event,
+                             std::chrono::milliseconds idle_timeout, CancelScope* cancel = nullptr);
 
 }  // namespace kvgate::gateway
