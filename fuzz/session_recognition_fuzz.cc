@@ -1,13 +1,16 @@
-// libFuzzer target: conversation recognition. The input drives a sequence of requests from a
-// few conversations (continuing, retrying, editing, dropping their oldest turns, with clock
-// lines and ids that change every turn, explicit session ids) against a SessionTable with a
-// tiny memory (evictions) backed by an in-memory store (sessions come back by their keys).
-// Nothing may crash, and every match must be sound: a "prefix" match's session really holds
-// that prefix, the table stays within its bound, the keys of a session point to it.
+// libFuzzer target: conversation recognition and intake under the isolation invariant. The
+// input drives a sequence of requests from a few clients of two API keys (continuing,
+// retrying, editing, dropping their oldest turns, forking each other's histories, with clock
+// lines and ids that change, explicit ids shared across clients and keys) through
+// MiniGateway — the gateway's own recognition, intake, compaction and view, with a store in
+// memory and a tiny memory (evictions). Nothing may crash, every upstream view must pass
+// IsolationOracle (nothing from another conversation, the current values reach the model),
+// a conversation that sends our reply back with one more message is recognised as itself,
+// and the table stays within its bound.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +18,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <nlohmann/json.hpp>
 
+#include "gateway/isolation_oracle.h"
 #include "gateway/normalize.h"
 #include "gateway/session.h"
 
@@ -75,38 +79,31 @@ json message(FuzzedDataProvider& in, const char* role) {
   return m;
 }
 
-struct Store {
-  std::map<uint64_t, std::string> keys;
-  std::map<std::string, Conversation> sessions;
-  std::map<std::string, size_t> request_messages;
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  Store store;
   const size_t max_sessions = in.ConsumeIntegralInRange<size_t>(1, 4);
-  SessionTable table(max_sessions);
-  table.set_loader({.find = [&store](uint64_t key) -> std::optional<std::string> {
-                      auto it = store.keys.find(key);
-                      return it == store.keys.end() ? std::nullopt : std::optional<std::string>(it->second);
-                    },
-                    .load = [&store](const std::string& id) -> std::shared_ptr<Session> {
-                      auto it = store.sessions.find(id);
-                      if (it == store.sessions.end()) return nullptr;
-                      auto s = std::make_shared<Session>(id);
-                      s->conversation = it->second;
-                      s->chain = it->second.chain;
-                      s->last_request_messages = store.request_messages[id];
-                      return s;
-                    }});
-  // Up to 4 client conversations, each its own message list.
-  std::vector<json> clients(4, json::array());
-  for (auto& c : clients) c.push_back({{"role", "system"}, {"content", "You help. " + piece(in)}});
+  const uint64_t high = in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<uint64_t>(200, 2000);
+  kvgate::gateway::testing::MiniGateway gw(max_sessions, high);
+  kvgate::gateway::testing::IsolationOracle oracle;
+  const std::string scopes[] = {scope_of_key("key-1"), scope_of_key("key-2")};
+  // Up to 4 clients, each its own message list, key and maybe id.
+  struct Client {
+    std::string scope;
+    std::optional<std::string> id;
+    json history = json::array();
+  };
+  std::vector<Client> clients(4);
+  for (auto& c : clients) {
+    c.scope = scopes[in.ConsumeIntegralInRange<int>(0, 1)];
+    if (in.ConsumeIntegralInRange<int>(0, 3) == 0) c.id = "client-" + std::to_string(in.ConsumeIntegralInRange<int>(0, 1));
+    c.history.push_back({{"role", "system"}, {"content", "You help. " + piece(in)}});
+  }
   for (int step = 0; step < 40 && in.remaining_bytes() > 0; ++step) {
-    json& c = clients[in.ConsumeIntegralInRange<size_t>(0, clients.size() - 1)];
-    switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+    Client& cl = clients[in.ConsumeIntegralInRange<size_t>(0, clients.size() - 1)];
+    json& c = cl.history;
+    switch (in.ConsumeIntegralInRange<int>(0, 6)) {
       case 0:  // the client edits a message
         if (c.size() > 1) c[in.ConsumeIntegralInRange<size_t>(1, c.size() - 1)]["content"] = piece(in);
         break;
@@ -119,64 +116,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 3:  // a retry: the last assistant reply is dropped
         if (c.size() > 2 && c.back().value("role", "") == "assistant") c.erase(c.size() - 1);
         break;
+      case 4:  // another client's history, forked
+        c = clients[in.ConsumeIntegralInRange<size_t>(0, clients.size() - 1)].history;
+        break;
       default:
         break;
     }
     c.push_back(message(in, in.ConsumeBool() ? "user" : "tool"));
-    const auto chain = chain_hashes(c);
-    std::vector<uint64_t> hashes;
-    for (const auto& m : c) hashes.push_back(message_hash(m));
-    check(chain.size() == c.size());
-    std::optional<std::string> explicit_id;
-    if (in.ConsumeIntegralInRange<int>(0, 7) == 0) explicit_id = "client-" + std::to_string(step % 3);
-    auto match = table.find_or_create(chain, hashes, explicit_id);
-    check(match.session != nullptr);
-    check(match.how == "header" || match.how == "prefix" || match.how == "window" || match.how == "new");
-    std::unique_lock turn(match.session->turn);
-    if (match.how == "prefix") {
-      std::lock_guard lock(match.session->mu);
-      const auto& have = match.session->chain;
-      check(match.matched_messages >= 1 && match.matched_messages <= chain.size());
-      check(have.size() >= match.matched_messages);
-      check(have[match.matched_messages - 1] == chain[match.matched_messages - 1]);
+    const json request = c;
+    const json reply = message(in, "assistant");
+    auto t = gw.send(cl.scope, cl.id, request, reply);
+    check(t.session != nullptr);
+    check(t.how == "header" || t.how == "prefix" || t.how == "window" || t.how == "new");
+    if (auto e = oracle.check(cl.scope, cl.id, request, t.view); !e.empty()) {
+      std::fprintf(stderr, "isolation: %s\n", e.c_str());
+      std::abort();
     }
-    // The gateway answers: the conversation becomes the request plus a reply.
-    Conversation conv;
-    for (const auto& m : c) conv.append(m);
-    const uint64_t request_messages = conv.length;
-    json reply = message(in, "assistant");
-    conv.append(reply);
-    match.session->conversation = conv;
-    {
-      std::lock_guard lock(match.session->mu);
-      match.session->chain = conv.chain;
-      match.session->last_request_messages = request_messages;
-    }
-    const auto keys = recognition_keys(conv, request_messages);
-    table.set_keys(match.session, keys);
-    store.sessions[match.session->id] = conv;
-    store.request_messages[match.session->id] = request_messages;
-    // As SessionStore::save: the session's previous keys are replaced by its current ones.
-    std::erase_if(store.keys, [&](const auto& kv) { return kv.second == match.session->id; });
-    for (uint64_t k : keys) store.keys[k] = match.session->id;
-    turn.unlock();
+    oracle.answered(cl.scope, cl.id, request, reply);
     c.push_back(reply);
     // The client's next request with the reply: recognised as the same session.
-    json next = c;
-    next.push_back({{"role", "user"}, {"content", "and then?"}});
-    std::vector<uint64_t> next_hashes;
-    for (const auto& m : next) next_hashes.push_back(message_hash(m));
-    auto again = table.find_or_create(chain_hashes(next), next_hashes, std::nullopt);
-    check(again.session != nullptr);
-    check(again.how == "prefix" && again.matched_messages == c.size());
-    {
+    if (!cl.id) {
+      json next = c;
+      next.push_back({{"role", "user"}, {"content", "and then?"}});
+      auto again = gw.table().find_or_create(cl.scope, RequestKeys::of(next), std::nullopt);
+      check(again.how == "prefix");  // this session, or one that holds the same conversation
       std::lock_guard lock(again.session->mu);
-      check(again.session->chain.size() >= c.size() &&
-            again.session->chain[c.size() - 1] == chain_hashes(c).back());
+      check(again.session->chain.size() >= c.size() && again.session->chain[c.size() - 1] == chain_hashes(c).back());
     }
-    match = {};
-    again = {};
-    check(table.size() <= max_sessions);
+    check(gw.table().size() <= max_sessions + 1);  // + the one a request may still hold
   }
   return 0;
 }

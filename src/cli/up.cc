@@ -220,7 +220,7 @@ int run_up(int argc, char** argv) {
   // an error, never a silent move to another port (this process holds the lock, so it is
   // not another kvgate up).
   gateway::GatewayOptions go;
-  go.api_key = cfg.api_key.value_or("");
+  go.api_keys = cfg.api_keys;
   go.slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel));
   go.max_sessions = cfg.max_sessions;
   go.thinking.default_on = cfg.thinking;

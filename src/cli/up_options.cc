@@ -16,7 +16,8 @@ namespace {
 
 constexpr UpOptionInfo kOptions[] = {
     {"listen", "where the gateway listens, HOST:PORT (default 127.0.0.1:8787)"},
-    {"api-key", "key clients must send (Authorization: Bearer KEY); required off loopback"},
+    {"api-key", "key clients must send (Authorization: Bearer KEY), or several, comma-separated, each its own scope; required off loopback"},
+    {"api-key-file", "file with the client keys, one per line (kept off the command line); as --api-key"},
     {"server", "llama-server binary (default: $KVGATE_SERVER, then the pinned build)"},
     {"ctx", "total context in tokens, e.g. 4096, 64k (default 4096)", false, "-c"},
     {"ctk", "K cache type (default f16)"},
@@ -213,6 +214,35 @@ Result<engine::Millis> parse_duration(std::string_view text) {
   return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 
+// --api-key K1,K2 or --api-key-file FILE (one key per line; blank lines and # comments skipped).
+static Status add_api_keys(const std::string& name, const std::string& value, UpConfig& c) {
+  std::vector<std::string> keys;
+  if (name == "api-key") {
+    std::stringstream in(value);
+    for (std::string k; std::getline(in, k, ',');) keys.push_back(k);
+  } else {
+    std::ifstream in(value);
+    if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", value));
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      keys.push_back(line);
+    }
+    if (keys.empty()) return Error(fmt::format("--api-key-file: '{}' holds no key", value));
+  }
+  for (const auto& k : keys) {
+    if (k.empty()) return Error(fmt::format("--{}: empty key", name));
+    for (char ch : k) {
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
+        return Error(fmt::format("--{}: a key may not contain spaces or control characters", name));
+      }
+    }
+    c.api_keys.push_back(k);
+  }
+  c.api_key = c.api_keys.front();
+  return {};
+}
+
 Result<UpConfig> resolve_up_options(const UpOptions& options) {
   UpConfig c;
   c.model = options.model;
@@ -232,9 +262,8 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
     };
     if (name == "listen") {
       KV_ASSIGN_OR_RETURN(c.listen, parse_listen(v));
-    } else if (name == "api-key") {
-      if (v.empty()) return Error("--api-key: empty key");
-      c.api_key = v;
+    } else if (name == "api-key" || name == "api-key-file") {
+      KV_TRY(add_api_keys(name, v, c));
     } else if (name == "server") {
       c.server = v;
     } else if (name == "ctx") {

@@ -68,7 +68,10 @@ Result<engine::Millis> parse_duration(std::string_view text);
 struct UpConfig {
   std::optional<std::string> model;
   ListenAddress listen{"127.0.0.1", 8787};
-  std::optional<std::string> api_key;  // required from clients
+  std::optional<std::string> api_key;  // required from clients (the first of api_keys)
+  // Every key clients may send (--api-key K1,K2,... and --api-key-file, one per line); each
+  // is its own scope: its conversations are not reachable with another key.
+  std::vector<std::string> api_keys;
   std::optional<std::string> server;
   plan::ServerSettings settings;  // model_path and api_key are set by up
   std::optional<int32_t> n_gpu_layers;

@@ -323,9 +323,9 @@ TEST(AbuseTest, ThousandsOfSessionsEvictToTheStoreAndComeBack) {
     for (const auto& msg : convo(i, true)) c.append(msg);
     m.session->conversation = c;
     m.session->last_request_messages = 2;
-    table.set_keys(m.session, recognition_keys(c, 2));
+    table.set_keys(m.session, recognition_keys(Session::kOpenScope, false, c, 2));
     StoredSession s{.id = m.session->id, .state = c.to_json(), .counters = {{"last_request_messages", 2}}};
-    ASSERT_TRUE(st->save(s, recognition_keys(c, 2)).ok());
+    ASSERT_TRUE(st->save(s, recognition_keys(Session::kOpenScope, false, c, 2)).ok());
   }
   EXPECT_LE(table.size(), 100u);
   EXPECT_GE(table.evictions(), static_cast<uint64_t>(kSessions - 100));

@@ -9,6 +9,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
 #include "gateway/history_repair.h"
+#include "gateway/intake.h"
 #include "gateway/normalize.h"
 #include "util/log.h"
 
@@ -24,7 +25,8 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 const HeaderList kJson = {{"Content-Type", "application/json"}};
 
-// Session id from the X-Session-Id header or the `user` field (sanitised).
+// The conversation's id when the client names it: the X-Session-Id header, the
+// `prompt_cache_key` field, or the `user` field (sanitised; scoped to the key by the table).
 std::optional<std::pair<std::string, std::string>> explicit_session(const HttpRequest& request, const ChatRequest& chat) {
   auto clean = [](std::string_view v) -> std::optional<std::string> {
     if (v.empty() || v.size() > 200) return std::nullopt;
@@ -35,6 +37,9 @@ std::optional<std::pair<std::string, std::string>> explicit_session(const HttpRe
   };
   if (auto h = request.header("x-session-id")) {
     if (auto id = clean(*h)) return std::make_pair(*id, std::string("header"));
+  }
+  if (auto key = chat.body.find("prompt_cache_key"); key != chat.body.end() && key->is_string()) {
+    if (auto id = clean(key->get<std::string>())) return std::make_pair("cache:" + *id, std::string("prompt_cache_key"));
   }
   if (chat.user) {
     if (auto id = clean(*chat.user)) return std::make_pair("user:" + *id, std::string("user"));
@@ -108,13 +113,12 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   if (reordered > 0) metrics_.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(reordered));
   const json& messages = body["messages"];
 
-  // 2. Which conversation is this?
-  const auto chain = chain_hashes(messages);
-  std::vector<uint64_t> hashes;
-  for (const auto& m : messages) hashes.push_back(message_hash(m));
+  // 2. Which conversation is this? Only the caller's own (its API key's scope) are candidates.
+  const std::string scope = caller_scope(request).value_or(Session::kOpenScope);
+  const RequestKeys keys = RequestKeys::of(messages);
   auto explicit_id = explicit_session(request, req);
-  auto match = explicit_id ? sessions_.find_or_create(chain, hashes, explicit_id->first, explicit_id->second)
-                           : sessions_.find_or_create(chain, hashes, std::nullopt);
+  auto match = explicit_id ? sessions_.find_or_create(scope, keys, explicit_id->first, explicit_id->second)
+                           : sessions_.find_or_create(scope, keys, std::nullopt);
   auto session = match.session;
   // A place with the engine: one request per conversation, conversations taking turns,
   // bounded waiting (admission.h).
@@ -127,75 +131,18 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   }
   std::unique_lock turn(session->turn);  // one request at a time per conversation
 
-  // 3. Bring the request into the session's conversation.
-  Conversation conv = session->conversation;
-  std::optional<BreakCause> cause;
-  std::string cause_detail;
-  size_t new_from = 0;
-  if (match.how == "window" && options_.stabiliser.continue_truncated_history && conv.length > 0) {
-    // The client dropped its oldest turns: find where its window starts in our history.
-    bool aligned = false;
-    for (size_t j = 1; j < messages.size() && !aligned; ++j) {
-      for (uint64_t h = conv.first_kept(); h < conv.length && !aligned; ++h) {
-        if (conv.at(h).hash != hashes[j]) continue;
-        const uint64_t overlap = std::min<uint64_t>(conv.length - h, messages.size() - j);
-        bool same = true;
-        for (uint64_t t = 0; t < overlap && same; ++t) same = conv.at(h + t).hash == hashes[j + t];
-        if (!same) continue;
-        aligned = true;
-        if (overlap < conv.length - h) conv.truncate(h + overlap);
-        new_from = j + static_cast<size_t>(overlap);
-      }
-    }
-    if (!aligned) {
-      conv = Conversation();
-      new_from = 0;
-    } else {
-      metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
-    }
-  } else {
-    size_t k = 0;
-    while (k < chain.size() && k < conv.chain.size() && chain[k] == conv.chain[k]) ++k;
-    if (k < conv.length) {
-      // The client's history differs from ours from message k on (edited, regenerated, or
-      // our reply dropped for a retry).
-      if (!(k + 1 == conv.length && k == chain.size())) {
-        cause = BreakCause::kClientEdit;
-        cause_detail = fmt::format("client history differs from message {}", k);
-      }
-      conv.truncate(k);
-    }
-    new_from = k;
-  }
-  // The system message: volatile lines stay pinned at their first value.
-  std::vector<std::string> volatile_now;
-  if (conv.system && !messages.empty() && messages[0].value("role", "") == "system" && messages[0].contains("content") &&
-      messages[0]["content"].is_string()) {
-    const std::string current = messages[0]["content"].get<std::string>();
-    if (options_.stabiliser.pin_volatile_lines) {
-      PinResult pin = pin_volatile_lines(conv.pinned_system, current);
-      if (pin.edited) {
-        conv.pinned_system = current;
-      } else if (!pin.current.empty()) {
-        volatile_now = pin.current;
-        metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
-      }
-    } else if (conv.pinned_system != current) {
-      conv.pinned_system = current;
-      cause = BreakCause::kVolatileLine;
-      cause_detail = "the system message changed";
-    }
-  }
-  const uint64_t first_new = conv.length;
-  for (size_t i = new_from; i < messages.size(); ++i) conv.append(messages[i]);
-  if (!volatile_now.empty()) {
-    for (uint64_t i = conv.length; i > first_new && i > conv.first_kept(); --i) {
-      if (conv.at(i - 1).message.value("role", "") == "user") {
-        conv.notes[i - 1] = volatile_note(volatile_now);
-        break;
-      }
-    }
-  }
+  // 3. Bring the request into the session's conversation: what of the stored state this
+  //    request may use (intake.h; the isolation invariant).
+  Intake intake = take_in(session->conversation,
+                          {.messages = messages, .keys = keys, .named = session->explicit_id, .window = match.how == "window"},
+                          options_.stabiliser);
+  Conversation conv = std::move(intake.conversation);
+  std::optional<BreakCause> cause = intake.cause;
+  std::string cause_detail = intake.cause_detail;
+  const uint64_t first_new = intake.first_new;
+  if (intake.window_continued) metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
+  if (!intake.volatile_now.empty()) metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
+  if (intake.restarted) metrics_.add(fmt::format("conversations_rebuilt_total{{evidence=\"{}\"}}", evidence_name(intake.evidence)));
 
   // 4. Prepare the upstream request.
   const auto acquired = slots_.acquire(session->id);
@@ -419,7 +366,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   if (ok) engine_answered();
   if (ok) {
     const uint64_t request_messages = conv.length;
-    conv.append(out.reply.message());
+    conv.append_reply(out.reply.message());
     session->conversation = std::move(conv);
     session->last_view = view;
     session->last_prompt = std::move(rendered);
@@ -430,7 +377,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
       session->chain = session->conversation.chain;
       session->last_request_messages = request_messages;
     }
-    sessions_.set_keys(session, recognition_keys(session->conversation, request_messages));
+    sessions_.set_keys(session, recognition_keys(scope, session->explicit_id, session->conversation, request_messages));
   } else if (match.created && session->conversation.length == 0) {
     sessions_.discard_if_empty(session, 2);  // nothing to keep: the client's retry starts afresh
   }  // A failed turn leaves the session as it was; the client will send it again.
@@ -468,6 +415,8 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                   {{"route", "chat"},
                    {"session", session->id},
                    {"recognised_by", match.how},
+                   {"evidence", evidence_name(intake.evidence)},
+                   {"rebuilt", intake.restarted},
                    {"loaded", match.loaded},
                    {"messages", messages.size()},
                    {"view_messages", view.size()},

@@ -76,6 +76,7 @@ void Conversation::truncate(uint64_t i) {
   if (summary && i < summary->covers_until) summary.reset();  // it summarised what the client changed
   if (summary && summary->anchor > i) summary->anchor = i;
   notes.erase(notes.lower_bound(i), notes.end());
+  replies.erase(replies.lower_bound(i), replies.end());
   if (i <= first_kept()) {
     kept.clear();
     cut = i;
@@ -84,6 +85,7 @@ void Conversation::truncate(uint64_t i) {
   }
   length = i;
   chain.resize(static_cast<size_t>(i));
+  exact.resize(static_cast<size_t>(i));
 }
 
 void Conversation::append(const json& message) {
@@ -98,7 +100,13 @@ void Conversation::append(const json& message) {
     kept.push_back(std::move(m));
   }
   extend_chain(chain, message);
+  exact.push_back(exact_hash(message));
   ++length;
+}
+
+void Conversation::append_reply(const json& message) {
+  append(message);
+  replies.insert(length - 1);
 }
 
 json build_view(const Conversation& c) {
@@ -146,6 +154,8 @@ json Conversation::to_json() const {
               {"truncations", trunc},
               {"notes", notes_json},
               {"chain", chain},
+              {"exact", exact},
+              {"replies", replies},
               {"generation", generation}};
   if (system) out["system"] = {{"h", system->hash}, {"m", system->message}};
   if (summary) {
@@ -170,6 +180,8 @@ std::optional<Conversation> Conversation::from_json(const json& j) {
     for (const auto& [h, n] : j.at("notes").items()) c.notes[std::stoull(h)] = n.get<std::string>();
     c.chain = j.at("chain").get<std::vector<uint64_t>>();
     c.generation = j.value("generation", uint64_t{0});
+    if (j.contains("exact")) c.exact = j["exact"].get<std::vector<uint64_t>>();
+    if (j.contains("replies")) c.replies = j["replies"].get<std::set<uint64_t>>();
     if (j.contains("system")) c.system = StoredMessage{j["system"].at("h").get<uint64_t>(), j["system"].at("m")};
     if (j.contains("summary")) {
       const auto& s = j["summary"];
@@ -178,6 +190,14 @@ std::optional<Conversation> Conversation::from_json(const json& j) {
                               s.at("source").get<std::string>(), s.at("tokens").get<uint64_t>()};
     }
     if (c.kept.size() != c.length - std::min(c.length, c.first_kept()) || c.chain.size() != c.length) return std::nullopt;
+    if (c.exact.size() != c.length) {
+      // Saved before exact hashes were kept: known for the messages still held, unknown
+      // (never equal to a request's) for those before the cut.
+      c.exact.assign(static_cast<size_t>(c.length), 0);
+      if (c.system) c.exact[0] = exact_hash(c.system->message);
+      for (uint64_t i = c.first_kept(); i < c.length; ++i) c.exact[static_cast<size_t>(i)] = exact_hash(c.at(i).message);
+    }
+    if (!c.replies.empty() && *c.replies.rbegin() >= c.length) return std::nullopt;
     return c;
   } catch (const std::exception&) {
     return std::nullopt;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ struct Conversation {
   // that message.
   std::map<uint64_t, std::string> notes;
   std::vector<uint64_t> chain;           // cumulative hashes of history[0 .. length)
+  // exact_hash() of each history message as kvgate keeps it (0: not known, e.g. a state
+  // saved before these were kept): tells a message the client still sends verbatim from one
+  // whose volatile values changed.
+  std::vector<uint64_t> exact;
+  // History indices of the replies kvgate returned (the engine wrote them): a request that
+  // carries one of them verbatim is a continuation of this conversation.
+  std::set<uint64_t> replies;
   uint64_t generation = 0;               // bumped by every compaction (the prefix changed)
 
   uint64_t first_kept() const { return std::max<uint64_t>(cut, system ? 1 : 0); }
@@ -73,6 +81,8 @@ struct Conversation {
   void truncate(uint64_t i);
   // Appends messages the client added (and extends the chain).
   void append(const nlohmann::json& message);
+  // Appends the reply kvgate returned for the last request.
+  void append_reply(const nlohmann::json& message);
 
   nlohmann::json to_json() const;
   static std::optional<Conversation> from_json(const nlohmann::json& j);

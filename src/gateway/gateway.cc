@@ -104,16 +104,22 @@ void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
   }
 }
 
-bool Gateway::authorised(const HttpRequest& request) const {
-  if (options_.api_key.empty()) return true;
+std::optional<std::string> Gateway::caller_scope(const HttpRequest& request) const {
+  if (options_.api_keys.empty()) return std::string(Session::kOpenScope);
+  std::optional<std::string_view> presented;
   if (auto auth = request.header("authorization")) {
     std::string_view v = *auth;
-    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) {
-      return constant_time_equal(v.substr(7), options_.api_key);
-    }
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) presented = v.substr(7);
   }
-  if (auto key = request.header("x-api-key")) return constant_time_equal(*key, options_.api_key);
-  return false;
+  if (!presented) presented = request.header("x-api-key");
+  if (!presented) return std::nullopt;
+  // Every key is compared (no early exit), so timing tells neither which key nor how many.
+  const std::string* found = nullptr;
+  for (const auto& key : options_.api_keys) {
+    if (constant_time_equal(*presented, key) && found == nullptr) found = &key;
+  }
+  if (found == nullptr) return std::nullopt;
+  return scope_of_key(*found);
 }
 
 void Gateway::send_error(ResponseWriter& writer, const ApiError& error) {
@@ -410,12 +416,20 @@ void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {
   writer.send(200, {{"Content-Type", "text/plain; version=0.0.4"}}, text);
 }
 
-void Gateway::status(const HttpRequest&, ResponseWriter& writer) {
+void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
   EngineEndpoint ep = upstream_->endpoint();
   const auto ts = tokens_.stats();
+  const std::string scope = caller_scope(request).value_or("");
+  // Slot owners of other keys are not named: a session id is the way to a conversation.
+  json slots = slots_.to_json();
+  for (auto& slot : slots) {
+    if (!slot["session"].is_string()) continue;
+    auto s = sessions_.in_memory(slot["session"].get<std::string>());
+    if (!s || s->scope != scope) slot["session"] = nullptr;
+  }
   json body = {{"engine", {{"state", ep.state}, {"available", ep.available}, {"port", ep.port}}},
-               {"sessions", sessions_.size()},
-               {"slots", slots_.to_json()},
+               {"sessions", sessions_.list(scope).size()},
+               {"slots", slots},
                {"queue", admission_.to_json()},
                {"session_store", !store_ ? json(nullptr)
                                          : json{{"path", store_->path().string()}, {"failing", store_failing_.load()}}},
@@ -434,13 +448,14 @@ void Gateway::status(const HttpRequest&, ResponseWriter& writer) {
 void Gateway::list_sessions(const HttpRequest& request, ResponseWriter& writer) {
   const std::string prefix = "/kvgate/v1/sessions";
   std::string rest = request.path.substr(prefix.size());
+  const std::string scope = caller_scope(request).value_or("");
   if (rest.empty() || rest == "/") {
     json list = json::array();
-    for (const auto& s : sessions_.list()) list.push_back(s->to_json());
+    for (const auto& s : sessions_.list(scope)) list.push_back(s->to_json());
     return send_json(writer, 200, {{"object", "list"}, {"data", list}});
   }
   const std::string id = rest.substr(1);
-  auto s = sessions_.get(id);
+  auto s = sessions_.get(id, scope);
   if (!s) return send_error(writer, not_found(fmt::format("no session '{}'", id)));
   send_json(writer, 200, s->to_json());
 }

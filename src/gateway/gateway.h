@@ -10,8 +10,9 @@
 //   GET  /kvgate/v1/status      JSON: engine, sessions, slots, token accounting, counters
 //   GET  /kvgate/v1/sessions[/ID]
 //   /tokenize /detokenize /apply-template /props /slots   passed through
-// Everything but /health needs the API key when one is configured (Authorization: Bearer
-// or x-api-key; compared in constant time). Errors are OpenAI-format JSON with proper
+// Everything but /health needs an API key when keys are configured (Authorization: Bearer
+// or x-api-key; compared in constant time). Each key is a scope: sessions, their listing and
+// the slot owners in /kvgate/v1/status are those of the caller's key only. Errors are OpenAI-format JSON with proper
 // statuses; nothing a client sends reaches an exception outside handle()'s own catch.
 //
 // Capacity: chat turns, raw completions and manual compactions go through Admission
@@ -34,6 +35,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -54,7 +56,9 @@
 namespace kvgate::gateway {
 
 struct GatewayOptions {
-  std::string api_key;                 // empty: no authentication
+  // Keys clients authenticate with; none: no authentication. Each key is its own scope:
+  // conversations made with one key cannot be reached, listed or continued with another.
+  std::vector<std::string> api_keys;
   int slots = 1;                       // engine slots (-np); sessions are pinned to them
   size_t max_sessions = 1024;
   ThinkingOptions thinking;
@@ -174,7 +178,10 @@ class Gateway {
   Status save_session(Session& session, const std::vector<nlohmann::json>& new_compactions);
   void save_unsaved_sessions(const std::string& just_saved);
   std::shared_ptr<Session> load_session(const std::string& id);
-  bool authorised(const HttpRequest& request) const;
+  // The scope of the key the request presents (scope_of_key), "open" when no keys are
+  // configured; nullopt when keys are configured and the request presents none of them.
+  std::optional<std::string> caller_scope(const HttpRequest& request) const;
+  bool authorised(const HttpRequest& request) const { return caller_scope(request).has_value(); }
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
   // Waits (up to options_.wait_for_engine) for the engine; nullopt when available.

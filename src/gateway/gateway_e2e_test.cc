@@ -169,7 +169,7 @@ TEST_F(GatewayE2eTest, BadInputGetsOpenAiErrors) {
 }
 
 TEST_F(GatewayE2eTest, ApiKeyIsEnforced) {
-  auto f = front({.api_key = "sekrit"});
+  auto f = front({.api_keys = {"sekrit"}});
   auto c = f->client();
   auto no_key = post_json(c, "/v1/chat/completions", plain_chat(convo("hi")));
   EXPECT_EQ(no_key.status, 401);

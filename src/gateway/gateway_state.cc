@@ -18,7 +18,8 @@ json counters_json(const Session& s) {
           {"prompt_tokens", c.prompt_tokens}, {"cached_tokens", c.cached_tokens},
           {"prefilled_tokens", c.prefilled_tokens}, {"completion_tokens", c.completion_tokens},
           {"ttft_ms_total", c.ttft_ms_total}, {"last_request_messages", s.last_request_messages},
-          {"last_prompt_tokens", s.last_prompt_tokens}, {"last_cached_tokens", s.last_cached_tokens}};
+          {"last_prompt_tokens", s.last_prompt_tokens}, {"last_cached_tokens", s.last_cached_tokens},
+          {"scope", s.scope}, {"named_by_client", s.explicit_id}};
 }
 
 int64_t unix_seconds(std::chrono::system_clock::time_point t) {
@@ -68,13 +69,14 @@ std::shared_ptr<Session> Gateway::load_session(const std::string& id) {
                     {{"session", id}, {"error", "stored conversation is unreadable; starting the session afresh"}});
     return nullptr;
   }
-  auto s = std::make_shared<Session>(id);
+  const json& c = st.counters;
+  // A session saved before sessions had scopes belongs to none: no caller reaches it.
+  auto s = std::make_shared<Session>(id, c.value("scope", std::string()), c.value("named_by_client", false));
   s->conversation = std::move(*conv);
   s->chain = s->conversation.chain;
   s->slot = st.slot;
   s->created = std::chrono::system_clock::time_point(std::chrono::seconds(st.created));
   s->last_used = std::chrono::system_clock::time_point(std::chrono::seconds(st.last_used));
-  const json& c = st.counters;
   s->counters.requests = c.value("requests", uint64_t{0});
   s->counters.errors = c.value("errors", uint64_t{0});
   s->counters.prompt_tokens = c.value("prompt_tokens", uint64_t{0});
@@ -110,7 +112,7 @@ void Gateway::save_unsaved_sessions(const std::string& just_saved) {
   }
   for (const auto& id : ids) {
     if (id == just_saved) continue;
-    auto s = sessions_.get(id);
+    auto s = sessions_.in_memory(id);
     if (!s) continue;
     // A session whose request is running saves itself when that request ends.
     std::unique_lock turn(s->turn, std::try_to_lock);
@@ -130,7 +132,7 @@ Status Gateway::save_session(Session& session, const std::vector<json>& new_comp
     st.slot = session.slot;
     st.created = unix_seconds(session.created);
     st.last_used = unix_seconds(session.last_used);
-    keys = recognition_keys(session.conversation, session.last_request_messages);
+    keys = recognition_keys(session);
   }
   auto saved = store_->save(st, keys, new_compactions);
   // The session stays served from memory either way; a later save writes its whole state
@@ -271,7 +273,7 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
     return send_error(writer, not_found(fmt::format("no route for POST {}", request.path)));
   }
   const std::string id = request.path.substr(prefix.size(), request.path.size() - prefix.size() - suffix.size());
-  auto session = sessions_.get(id);
+  auto session = sessions_.get(id, caller_scope(request).value_or(""));
   if (!session) return send_error(writer, not_found(fmt::format("no session '{}'", id)));
   json args = json::object();
   if (!request.body.empty()) {

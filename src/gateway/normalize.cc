@@ -97,17 +97,19 @@ uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-void append_text_content(const nlohmann::json& content, std::string& out) {
+void append_text_content(const nlohmann::json& content, bool mask, std::string& out) {
+  auto text = [mask](const std::string& s) { return mask ? mask_volatile(s) : s; };
   if (content.is_string()) {
-    out += mask_volatile(content.get_ref<const std::string&>());
+    out += text(content.get_ref<const std::string&>());
   } else if (content.is_array()) {
     for (const auto& part : content) {
       if (!part.is_object()) continue;
-      auto text = part.find("text");
-      if (text != part.end() && text->is_string()) {
-        out += mask_volatile(text->get_ref<const std::string&>());
-      } else if (auto type = part.find("type"); type != part.end() && type->is_string()) {
-        out += "[" + type->get<std::string>() + "]";
+      if (auto t = part.find("text"); t != part.end() && t->is_string()) {
+        out += text(t->get_ref<const std::string&>());
+      } else {
+        // Images, audio, files: what they are is content (two requests with different images
+        // are different messages), so the whole part is part of the identity.
+        out += "[" + part.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "]";
       }
     }
   }
@@ -147,7 +149,7 @@ std::string mask_volatile(std::string_view s) {
   return out;
 }
 
-std::string canonical_message(const nlohmann::json& m) {
+std::string canonical_message(const nlohmann::json& m, bool mask) {
   std::string out;
   if (!m.is_object()) return "?";
   auto str = [&m](const char* key) -> std::string {
@@ -157,7 +159,7 @@ std::string canonical_message(const nlohmann::json& m) {
   out += "role=" + str("role") + "\n";
   if (auto name = str("name"); !name.empty()) out += "name=" + name + "\n";
   out += "content=";
-  if (auto c = m.find("content"); c != m.end()) append_text_content(*c, out);
+  if (auto c = m.find("content"); c != m.end()) append_text_content(*c, mask, out);
   out += "\n";
   if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
     for (const auto& call : *calls) {
@@ -178,6 +180,19 @@ std::string canonical_message(const nlohmann::json& m) {
       out += ")\n";
     }
   }
+  if (!mask) {
+    // Fields the masked form leaves out but that are content (anything but the ones clients
+    // and engines vary freely), so the exact form tells every difference a model could see.
+    nlohmann::json extra = nlohmann::json::object();
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role" || key == "name" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
+          key == "reasoning_content" || key == "reasoning" || key == "thinking") {
+        continue;
+      }
+      extra[key] = value;
+    }
+    if (!extra.empty()) out += "extra=" + extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
   return out;
 }
 
@@ -190,7 +205,9 @@ uint64_t hash64(std::string_view data) {
 
 uint64_t chain_step(uint64_t previous, uint64_t message) { return mix(previous * 0x9e3779b97f4a7c15ULL ^ message); }
 
-uint64_t message_hash(const nlohmann::json& message) { return hash64(canonical_message(message)); }
+uint64_t message_hash(const nlohmann::json& message) { return hash64(canonical_message(message, true)); }
+
+uint64_t exact_hash(const nlohmann::json& message) { return hash64(canonical_message(message, false)); }
 
 std::vector<uint64_t> chain_hashes(const nlohmann::json& messages) {
   std::vector<uint64_t> chain;

@@ -16,7 +16,7 @@ class OpenAiClientE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     engine_ = testing::Engine::start({.args = {"-c", "8192", "-np", "1"}}).release();
-    front_ = new testing::Front([] { return engine_->endpoint(); }, {.api_key = "client-key"});
+    front_ = new testing::Front([] { return engine_->endpoint(); }, {.api_keys = {"client-key"}});
   }
   static void TearDownTestSuite() {
     delete front_;

@@ -1,5 +1,6 @@
 #include "gateway/session.h"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -15,18 +16,54 @@ std::string new_session_id() {
   return fmt::format("s_{:016x}", rng());
 }
 
-uint64_t window_key(uint64_t system_hash, uint64_t message_hash) {
-  return chain_step(system_hash ^ 0x77696e646f77ULL, message_hash);
+std::string scope_of_key(std::string_view api_key) {
+  return fmt::format("k{:016x}", hash64(std::string("kvgate-scope\n") + std::string(api_key)));
 }
 
-std::vector<uint64_t> recognition_keys(const Conversation& c, uint64_t request_messages) {
+std::string scoped_session_id(const std::string& scope, const std::string& client_id) {
+  return scope + "~" + client_id;
+}
+
+uint64_t scoped_key(const std::string& scope, uint64_t key) { return chain_step(hash64(scope), key); }
+
+uint64_t window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second) {
+  return scoped_key(scope, chain_step(chain_step(system_hash ^ 0x77696e646f77ULL, first), second));
+}
+
+std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
+                                       uint64_t request_messages) {
   std::vector<uint64_t> keys;
-  if (!c.chain.empty()) keys.push_back(c.chain.back());
-  if (request_messages > 0 && request_messages < c.chain.size()) keys.push_back(c.chain[request_messages - 1]);
+  if (explicit_id) return keys;
+  if (!c.chain.empty()) keys.push_back(scoped_key(scope, c.chain.back()));
+  if (request_messages > 0 && request_messages < c.chain.size()) {
+    keys.push_back(scoped_key(scope, c.chain[request_messages - 1]));
+  }
   if (c.system) {
-    for (const auto& m : c.kept) keys.push_back(window_key(c.system->hash, m.hash));
+    for (size_t i = 0; i + 1 < c.kept.size(); ++i) {
+      keys.push_back(window_key(scope, c.system->hash, c.kept[i].hash, c.kept[i + 1].hash));
+    }
   }
   return keys;
+}
+
+std::vector<uint64_t> recognition_keys(const Session& s) {
+  return recognition_keys(s.scope, s.explicit_id, s.conversation, s.last_request_messages);
+}
+
+uint64_t last_reply_exact(const Conversation& c) {
+  if (c.length == 0 || c.replies.count(c.length - 1) == 0 || c.exact.size() != c.length) return 0;
+  return c.exact.back();
+}
+
+RequestKeys RequestKeys::of(const nlohmann::json& messages) {
+  RequestKeys r;
+  r.chain = chain_hashes(messages);
+  if (!messages.is_array()) return r;
+  for (const auto& m : messages) {
+    r.hashes.push_back(message_hash(m));
+    r.exact.push_back(exact_hash(m));
+  }
+  return r;
 }
 
 nlohmann::json Session::to_json() const {
@@ -40,6 +77,7 @@ nlohmann::json Session::to_json() const {
   nlohmann::json history = nlohmann::json::array();
   for (const auto& c : compactions) history.push_back(c);
   return {{"id", id},
+          {"named_by_client", explicit_id},
           {"messages", view_stats.length},
           {"slot", slot},
           {"recognised_by", recognised_by},
@@ -77,7 +115,8 @@ std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
   std::vector<uint64_t> keys;
   {
     std::lock_guard slock(s->mu);
-    keys = recognition_keys(s->conversation, s->last_request_messages);
+    keys = recognition_keys(*s);
+    s->last_reply_exact = last_reply_exact(s->conversation);
   }
   auto& own = keys_[s->id];
   for (uint64_t k : keys) {
@@ -87,9 +126,12 @@ std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
   return s;
 }
 
-std::shared_ptr<Session> SessionTable::lookup_key(uint64_t key, bool* loaded) {
+std::shared_ptr<Session> SessionTable::lookup_key(const std::string& scope, uint64_t key, bool* loaded) {
+  // Keys are scoped already; the checks below are a second line: a session found by content
+  // is always one of the caller's scope and never one its client named.
+  auto usable = [&scope](const Session& s) { return s.scope == scope && !s.explicit_id; };
   if (auto it = by_chain_end_.find(key); it != by_chain_end_.end()) {
-    if (auto s = sessions_.find(it->second); s != sessions_.end()) return s->second;
+    if (auto s = sessions_.find(it->second); s != sessions_.end()) return usable(*s->second) ? s->second : nullptr;
   }
   if (!loader_.find || !loader_.load) return nullptr;
   auto id = loader_.find(key);
@@ -98,53 +140,71 @@ std::shared_ptr<Session> SessionTable::lookup_key(uint64_t key, bool* loaded) {
   // it no longer has is out of date (a save that failed, or one still to come).
   if (sessions_.count(*id) != 0) return nullptr;
   auto s = loader_.load(*id);
-  if (!s) return nullptr;
+  if (!s || !usable(*s)) return nullptr;
   *loaded = true;
   return adopt(std::move(s));
 }
 
-SessionTable::Match SessionTable::find_or_create(const std::vector<uint64_t>& chain, const std::vector<uint64_t>& hashes,
+SessionTable::Match SessionTable::find_or_create(const std::string& scope, const RequestKeys& request,
                                                  const std::optional<std::string>& explicit_id,
                                                  const std::string& how_explicit) {
   std::lock_guard lock(mu_);
   Match m;
+  const auto& chain = request.chain;
+  const auto& hashes = request.hashes;
   if (explicit_id) {
-    auto it = sessions_.find(*explicit_id);
+    const std::string id = scoped_session_id(scope, *explicit_id);
+    auto it = sessions_.find(id);
     if (it != sessions_.end()) {
       m.session = it->second;
     } else if (loader_.load) {
-      if (auto s = loader_.load(*explicit_id)) {
+      if (auto s = loader_.load(id)) {
         m.session = adopt(std::move(s));
         m.loaded = true;
       }
     }
-    if (m.session) {
+    if (m.session && (m.session->scope != scope || !m.session->explicit_id)) {
+      // Cannot happen with ids made here (the scope is part of the id); refuse rather than trust it.
+      m = Match{};
+      m.session = create(new_session_id(), scope, true);
+      m.created = true;
+    } else if (m.session) {
       std::lock_guard slock(m.session->mu);
       size_t n = 0;
       while (n < chain.size() && n < m.session->chain.size() && chain[n] == m.session->chain[n]) ++n;
       m.matched_messages = n;
     } else {
-      m.session = create(*explicit_id);
+      m.session = create(id, scope, true);
       m.created = true;
     }
     m.how = how_explicit;
   } else {
     for (size_t k = chain.size(); k > 0 && !m.session; --k) {
-      if (auto s = lookup_key(chain[k - 1], &m.loaded)) {
+      if (auto s = lookup_key(scope, scoped_key(scope, chain[k - 1]), &m.loaded)) {
         m.session = s;
         m.matched_messages = k;
         m.how = "prefix";
       }
     }
-    // A later window of a known conversation: system message, then one of its kept messages.
-    for (size_t j = 1; !m.session && hashes.size() >= 2 && j < std::min<size_t>(hashes.size(), 17); ++j) {
-      if (auto s = lookup_key(window_key(hashes[0], hashes[j]), &m.loaded)) {
-        m.session = s;
-        m.how = "window";
+    // A later window of a known conversation: the system message, then two of its kept
+    // messages in a row — and the request carries the session's last reply verbatim.
+    if (!m.session && hashes.size() >= 3) {
+      bool loaded = false;
+      if (auto s = lookup_key(scope, window_key(scope, hashes[0], hashes[1], hashes[2]), &loaded)) {
+        uint64_t reply = 0;
+        {
+          std::lock_guard slock(s->mu);
+          reply = s->last_reply_exact;
+        }
+        if (reply != 0 && std::find(request.exact.begin() + 1, request.exact.end(), reply) != request.exact.end()) {
+          m.session = s;
+          m.loaded = loaded;
+          m.how = "window";
+        }
       }
     }
     if (!m.session) {
-      m.session = create(new_session_id());
+      m.session = create(new_session_id(), scope, false);
       m.created = true;
       m.how = "new";
     }
@@ -167,19 +227,23 @@ void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::ve
   session->chain = std::move(chain);
   session->last_request_messages = request_messages;
   if (sessions_.find(session->id) == sessions_.end()) return;  // evicted meanwhile: keep it unindexed
+  if (session->explicit_id) return;  // found by its id only
   auto& keys = keys_[session->id];
   auto add = [&](uint64_t key) {
     by_chain_end_[key] = session->id;
     keys.push_back(key);
   };
-  if (!session->chain.empty()) add(session->chain.back());
-  if (request_messages > 0 && request_messages < session->chain.size()) add(session->chain[request_messages - 1]);
+  if (!session->chain.empty()) add(scoped_key(session->scope, session->chain.back()));
+  if (request_messages > 0 && request_messages < session->chain.size()) {
+    add(scoped_key(session->scope, session->chain[request_messages - 1]));
+  }
 }
 
 void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys) {
   std::lock_guard lock(mu_);
   std::lock_guard slock(session->mu);
   unindex(*session);
+  session->last_reply_exact = last_reply_exact(session->conversation);
   if (sessions_.find(session->id) == sessions_.end()) return;
   auto& own = keys_[session->id];
   for (uint64_t k : keys) {
@@ -198,8 +262,8 @@ void SessionTable::unindex(const Session& s) {
   keys_.erase(it);
 }
 
-std::shared_ptr<Session> SessionTable::create(std::string id) {
-  auto s = std::make_shared<Session>(id);
+std::shared_ptr<Session> SessionTable::create(std::string id, const std::string& scope, bool explicit_id) {
+  auto s = std::make_shared<Session>(id, scope, explicit_id);
   sessions_[id] = s;
   lru_.push_front(id);
   lru_pos_[id] = lru_.begin();
@@ -250,17 +314,34 @@ void SessionTable::discard_if_empty(const std::shared_ptr<Session>& session, lon
   sessions_.erase(it);
 }
 
-std::shared_ptr<Session> SessionTable::get(const std::string& id) {
+std::shared_ptr<Session> SessionTable::get(const std::string& id, const std::string& scope) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it != sessions_.end()) return it->second;
+  if (it != sessions_.end()) return it->second->scope == scope ? it->second : nullptr;
   if (loader_.load) {
-    if (auto s = loader_.load(id)) return adopt(std::move(s));
+    auto s = loader_.load(id);
+    if (s && s->scope == scope) return adopt(std::move(s));
   }
   return nullptr;
 }
 
-std::vector<std::shared_ptr<Session>> SessionTable::list() {
+std::vector<std::shared_ptr<Session>> SessionTable::list(const std::string& scope) {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& id : lru_) {
+    const auto& s = sessions_.at(id);
+    if (s->scope == scope) out.push_back(s);
+  }
+  return out;
+}
+
+std::shared_ptr<Session> SessionTable::in_memory(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Session>> SessionTable::list_all() {
   std::lock_guard lock(mu_);
   std::vector<std::shared_ptr<Session>> out;
   for (const auto& id : lru_) out.push_back(sessions_.at(id));

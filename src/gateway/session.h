@@ -2,14 +2,25 @@
 //
 // A Session holds its Conversation (what the engine sees, see conversation.h), whose hash
 // chain identifies the conversation as the client last saw it — the request's messages
-// plus the reply kvgate returned — and per-session counters. SessionTable::find_or_create()
-// maps a request to a session:
-//   1. an explicit id (X-Session-Id header or the `user` field) wins;
+// plus the reply kvgate returned — and per-session counters.
+//
+// Every session belongs to one scope: the API key the client authenticated with ("open" on
+// an instance without keys). A request only ever finds sessions of its own scope, so no key
+// can reach, list or continue another key's conversation, by id or by content.
+//
+// SessionTable::find_or_create() maps a request to a session of its scope:
+//   1. an explicit id (X-Session-Id header, `user`, ...) wins; such a session is found by its
+//      id only, never by content;
 //   2. otherwise the session whose chain is the longest prefix of the request's chain (the
 //      request continues that conversation, or repeats its last request);
-//   3. otherwise a session one of whose kept messages the request starts with, right after
-//      the same system message (the client dropped its oldest turns: a later window);
+//   3. otherwise a session whose kept messages contain the request's first two messages after
+//      the same system message (the client dropped its oldest turns: a later window) — only
+//      when the request also carries that session's last reply verbatim; a window that shares
+//      messages but not the reply (another agent with the same system prompt and a fixed
+//      instruction) is a new conversation;
 //   4. otherwise a new session.
+// What a match may do with the stored conversation is intake.h's business: recognition only
+// chooses the session (its slot, its cached prefix, its compaction state).
 // Memory is bounded: beyond `max_sessions` the least recently used idle session is evicted
 // from memory. With a loader (the SQLite store), sessions not in memory — evicted, or from
 // before a restart — are found by the same keys and loaded.
@@ -53,14 +64,20 @@ struct SessionCounters {
 
 class Session {
  public:
-  explicit Session(std::string session_id) : id(std::move(session_id)) {}
+  explicit Session(std::string session_id, std::string session_scope = kOpenScope, bool by_client_id = false)
+      : id(std::move(session_id)), scope(std::move(session_scope)), explicit_id(by_client_id) {}
+
+  static constexpr const char* kOpenScope = "open";
 
   const std::string id;
+  const std::string scope;  // the API key's scope (see scope_of_key), "open" without keys
+  const bool explicit_id;   // named by the client: found by its id only, never by content
   std::mutex turn;  // serialises this conversation's requests
 
   mutable std::mutex mu;  // guards everything below
   std::vector<uint64_t> chain;
   size_t last_request_messages = 0;  // messages in the last request (chain may add the reply)
+  uint64_t last_reply_exact = 0;     // exact_hash() of the last reply kvgate returned (0: none)
   int slot = -1;
   SessionCounters counters;
   uint64_t last_prompt_tokens = 0;
@@ -87,6 +104,14 @@ class Session {
   nlohmann::json to_json() const;
 };
 
+// What recognition needs of a request's messages.
+struct RequestKeys {
+  std::vector<uint64_t> chain;   // chain_hashes(messages)
+  std::vector<uint64_t> hashes;  // message_hash() of each message
+  std::vector<uint64_t> exact;   // exact_hash() of each message
+  static RequestKeys of(const nlohmann::json& messages);
+};
+
 class SessionTable {
  public:
   explicit SessionTable(size_t max_sessions = 1024) : max_sessions_(max_sessions) {}
@@ -106,14 +131,14 @@ class SessionTable {
   };
   void set_loader(Loader loader);
 
-  // `chain` is the request's message chain, `hashes` its per-message hashes; `explicit_id`
-  // comes from the header or `user`.
-  Match find_or_create(const std::vector<uint64_t>& chain, const std::vector<uint64_t>& hashes,
-                       const std::optional<std::string>& explicit_id, const std::string& how_explicit = "header");
-  // Compatibility form without window recognition.
+  // Finds the request's session among those of `scope`; `explicit_id` is the id the client
+  // gave (from the header or a body field named by `how_explicit`), not yet scoped.
+  Match find_or_create(const std::string& scope, const RequestKeys& request, const std::optional<std::string>& explicit_id,
+                       const std::string& how_explicit = "header");
+  // The same in the open scope, for callers that have only the chain (no window recognition).
   Match find_or_create(const std::vector<uint64_t>& chain, const std::optional<std::string>& explicit_id,
                        const std::string& how_explicit = "header") {
-    return find_or_create(chain, {}, explicit_id, how_explicit);
+    return find_or_create(Session::kOpenScope, RequestKeys{chain, {}, {}}, explicit_id, how_explicit);
   }
   // Records the conversation as the client now sees it (request + reply); re-indexes.
   void update_chain(const std::shared_ptr<Session>& session, std::vector<uint64_t> chain, size_t request_messages);
@@ -126,8 +151,14 @@ class SessionTable {
   // another request of the same conversation may be on its way.
   void discard_if_empty(const std::shared_ptr<Session>& session, long caller_refs);
 
-  std::shared_ptr<Session> get(const std::string& id);
-  std::vector<std::shared_ptr<Session>> list();
+  // A session of `scope` by its id (nullptr when there is none, or it is another scope's).
+  std::shared_ptr<Session> get(const std::string& id, const std::string& scope);
+  // The sessions of `scope` in memory, most recently used first.
+  std::vector<std::shared_ptr<Session>> list(const std::string& scope);
+  // For kvgate itself (saving, status), not for answering a client: a session in memory by
+  // id whatever its scope, and every session in memory.
+  std::shared_ptr<Session> in_memory(const std::string& id);
+  std::vector<std::shared_ptr<Session>> list_all();
   size_t size();
   uint64_t evictions();
 
@@ -135,9 +166,10 @@ class SessionTable {
   void touch(const std::string& id);   // REQUIRES: mu_ held
   void evict_if_needed();              // REQUIRES: mu_ held
   void unindex(const Session& s);      // REQUIRES: mu_ held (and s.mu)
-  std::shared_ptr<Session> create(std::string id);  // REQUIRES: mu_ held
+  std::shared_ptr<Session> create(std::string id, const std::string& scope, bool explicit_id);  // REQUIRES: mu_ held
   std::shared_ptr<Session> adopt(std::shared_ptr<Session> s);  // REQUIRES: mu_ held
-  std::shared_ptr<Session> lookup_key(uint64_t key, bool* loaded);  // REQUIRES: mu_ held
+  // The session of `scope` indexed (or stored) under `key`. REQUIRES: mu_ held
+  std::shared_ptr<Session> lookup_key(const std::string& scope, uint64_t key, bool* loaded);
 
   Loader loader_;
 
@@ -171,11 +203,22 @@ class SlotPool {
 
 std::string new_session_id();
 
+// The scope of an API key: a hash of it, so neither the key nor its length is stored.
+std::string scope_of_key(std::string_view api_key);
+// The table's id for a session the client named `client_id` in `scope`.
+std::string scoped_session_id(const std::string& scope, const std::string& client_id);
+// `key` (a chain hash) as an index key of `scope`.
+uint64_t scoped_key(const std::string& scope, uint64_t key);
 // Key under which a session is found by a request that starts, after the system message
-// with hash `system_hash`, with the kept message whose hash is `message_hash`.
-uint64_t window_key(uint64_t system_hash, uint64_t message_hash);
-// All recognition keys of a conversation: its chain end, the end of its last request, and
-// the window keys of its kept messages.
-std::vector<uint64_t> recognition_keys(const Conversation& c, uint64_t request_messages);
+// with hash `system_hash`, with two consecutive kept messages of hashes `first`, `second`.
+uint64_t window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second);
+// All recognition keys of a conversation in `scope`: its chain end, the end of its last
+// request, and the window keys of its kept messages. None for a session named by its client
+// (`explicit_id`): it is found by its id only.
+std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
+                                       uint64_t request_messages);
+std::vector<uint64_t> recognition_keys(const Session& s);  // REQUIRES: s.mu held, and s.turn or s unshared
+// exact_hash() of the conversation's last message when it is a reply kvgate returned, else 0.
+uint64_t last_reply_exact(const Conversation& c);
 
 }  // namespace kvgate::gateway

@@ -54,18 +54,20 @@ TEST(SessionTableTest, RecognisesContinuationByPrefix) {
 TEST(SessionTableTest, AStoreKeyASessionInMemoryNoLongerHasIsIgnored) {
   SessionTable t;
   json a = convo(1, "a");
-  auto m = t.find_or_create(chain_hashes(a), std::string("agent-1"));
+  auto m = t.find_or_create(chain_hashes(a), std::nullopt);
   t.update_chain(m.session, chain_hashes(a), a.size());
-  // The store still names agent-1 for the end of an older chain (its save has not happened).
-  const uint64_t stale = chain_hashes(convo(2, "b")).back();
-  t.set_loader({.find = [stale](uint64_t key) -> std::optional<std::string> {
-                  return key == stale ? std::optional<std::string>("agent-1") : std::nullopt;
+  // The store still names this session for the end of an older chain (its save has not
+  // happened).
+  const uint64_t stale = scoped_key(Session::kOpenScope, chain_hashes(convo(2, "b")).back());
+  const std::string id = m.session->id;
+  t.set_loader({.find = [stale, id](uint64_t key) -> std::optional<std::string> {
+                  return key == stale ? std::optional<std::string>(id) : std::nullopt;
                 },
                 .load = [](const std::string&) -> std::shared_ptr<Session> { return nullptr; }});
   json b = convo(2, "b");
   b.push_back({{"role", "user"}, {"content", "b question 2"}});
   auto r = t.find_or_create(chain_hashes(b), std::nullopt);
-  EXPECT_NE(r.session, m.session) << "agent-1 does not hold that conversation";
+  EXPECT_NE(r.session, m.session) << "the session does not hold that conversation";
   EXPECT_EQ(r.how, "new");
 }
 
@@ -73,7 +75,8 @@ TEST(SessionTableTest, ExplicitIdWins) {
   SessionTable t;
   auto a = t.find_or_create(chain_hashes(convo(1)), std::string("agent-7"));
   EXPECT_TRUE(a.created);
-  EXPECT_EQ(a.session->id, "agent-7");
+  EXPECT_EQ(a.session->id, scoped_session_id(Session::kOpenScope, "agent-7"));
+  EXPECT_TRUE(a.session->explicit_id);
   t.update_chain(a.session, chain_hashes(convo(1)), 3);
   // Same messages, other explicit id: another session.
   auto b = t.find_or_create(chain_hashes(convo(2)), std::string("agent-8"));
@@ -104,7 +107,7 @@ TEST(SessionTableTest, LruEvictionKeepsBusySessions) {
   std::lock_guard turn(busy.session->turn);
   auto other = u.find_or_create(chain_hashes(convo(1, "y")), std::nullopt);
   EXPECT_EQ(u.size(), 2U);
-  EXPECT_NE(u.get(busy.session->id), nullptr);
+  EXPECT_NE(u.get(busy.session->id, Session::kOpenScope), nullptr);
 }
 
 TEST(SlotPoolTest, PinsSessionsAndReassignsLeastRecentlyUsed) {

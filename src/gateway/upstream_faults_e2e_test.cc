@@ -133,7 +133,7 @@ TEST(UpstreamFaultsTest, GarbageAnswersBecomeOpenAiErrorsAndAreNeverRelayed) {
   a = post_json(client, "/v1/chat/completions", chat_body("a good one"));
   EXPECT_EQ(a.status, 200) << a.raw;
   size_t committed = 0;
-  for (const auto& ss : front.gateway().sessions().list()) committed += ss->conversation.length;
+  for (const auto& ss : front.gateway().sessions().list_all()) committed += ss->conversation.length;
   EXPECT_EQ(committed, 2u) << "only the good turn (request + reply) is committed";
   EXPECT_NE(front.gateway().metrics().prometheus().find("engine_bad_events_total"), std::string::npos);
   testing::record_reliability(
@@ -199,7 +199,7 @@ TEST(UpstreamFaultsTest, TruncatedStreamEndsWithAnErrorAndCommitsNothing) {
   s.mode = 0;
   a = post_json(client, "/v1/chat/completions", body);
   ASSERT_EQ(a.status, 200) << a.raw;
-  auto sessions = front.gateway().sessions().list();
+  auto sessions = front.gateway().sessions().list_all();
   ASSERT_EQ(sessions.size(), 1u);
   EXPECT_EQ(sessions[0]->conversation.length, 3u);  // system, user, the one reply
   EXPECT_EQ(sessions[0]->counters.errors, 0u) << "the failed attempts left no session behind";
