@@ -2,7 +2,10 @@
 // the network. Nothing may crash. A head that parses is consistent (method, a path starting
 // with '/', lower-case header names, head_bytes within the input) and every shorter prefix of
 // it asks for more bytes (a client sending slowly is never refused early). The chunked decoder
-// gives the same body and state however the bytes are cut, and never exceeds its limit.
+// gives the same body and state however the bytes are cut, and never exceeds its limit. The
+// whole input is also decoded as a chunked body under small limits on chunk-size lines
+// (extensions) and trailers: the same outcome however it is cut, every consumed byte either
+// payload or framing, and no more bytes consumed than the limits allow past the last chunk.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +20,27 @@ using namespace kvgate::gateway;
 
 void check(bool ok) {
   if (!ok) std::abort();
+}
+
+// The input as a chunked body with small limits chosen by `selector`, whole and cut.
+void check_chunked_framing(std::string_view input, uint8_t selector, size_t piece) {
+  const ChunkedLimits limits{.max_body = 1 + selector * 4u,
+                             .max_size_line = 1 + selector % 40u,
+                             .max_trailer_bytes = 1 + selector % 64u,
+                             .max_trailers = selector % 5u};
+  ChunkedDecoder whole(limits), cut(limits);
+  std::string a, b;
+  const size_t used = whole.feed(input, a);
+  check(used <= input.size());
+  check(a.size() <= limits.max_body);
+  check(whole.framing_bytes() + a.size() == used);
+  size_t cut_used = 0;
+  for (size_t at = 0; at < input.size() && cut.state() == ChunkedDecoder::State::kNeedMore; at += piece) {
+    cut_used += cut.feed(input.substr(at, std::min(piece, input.size() - at)), b);
+  }
+  check(cut.state() == whole.state() && cut_used == used && a == b && cut.error() == whole.error());
+  const bool failed = whole.state() != ChunkedDecoder::State::kNeedMore && whole.state() != ChunkedDecoder::State::kDone;
+  check(failed == !whole.error().empty());
 }
 
 }  // namespace
@@ -67,6 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (whole.state() == ChunkedDecoder::State::kDone && cut.state() == ChunkedDecoder::State::kDone)
       check(a == b);
   }
+  check_chunked_framing(input, data[0], piece);
   (void)percent_decode(input);
   return 0;
 }

@@ -280,6 +280,9 @@ int run_up(int argc, char** argv) {
   http.host = cfg.listen.host;
   http.port = cfg.listen.port;
   http.max_body_bytes = cfg.max_body_bytes;
+  // Route and key are checked from the head, before a body is read (and connections that
+  // have not shown a key live in their own, smaller pool).
+  http.head_check = [&gw](const gateway::HttpRequest& head) { return gw.check_head(head); };
   gateway::HttpServer server_front(http, [&gw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) {
     gw.handle(r, w);
   });

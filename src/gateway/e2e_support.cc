@@ -55,6 +55,7 @@ Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOption
   gateway_ = std::make_unique<Gateway>(std::move(options), std::make_shared<HttpUpstream>(std::move(provider)));
   http.port = 0;
   Gateway* g = gateway_.get();
+  if (!http.head_check) http.head_check = [g](const HttpRequest& head) { return g->check_head(head); };
   server_ = std::make_unique<HttpServer>(http, [g](const HttpRequest& r, ResponseWriter& w) { g->handle(r, w); });
   if (auto st = server_->start(); !st) throw std::runtime_error(st.error().message());
 }

@@ -44,13 +44,15 @@ class Engine {
   nlohmann::json word_bias_ = nlohmann::json::array();
 };
 
-// A Gateway + HttpServer in front of an endpoint provider.
+// A Gateway + HttpServer in front of an endpoint provider, wired as `kvgate up` wires them
+// (the Gateway's check_head as the server's head check, unless `http` brings its own).
 class Front {
  public:
   Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http = {});
   ~Front();
   uint16_t port() const { return server_->port(); }
   Gateway& gateway() { return *gateway_; }
+  HttpServer& server() { return *server_; }
   httplib::Client client() const;
 
  private:

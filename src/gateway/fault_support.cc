@@ -1,5 +1,6 @@
 #include "gateway/fault_support.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -253,6 +254,25 @@ bool RawConnection::send(std::string_view bytes) {
   return true;
 }
 
+size_t RawConnection::send_within(std::string_view bytes, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  size_t sent = 0;
+  while (fd_ >= 0 && sent < bytes.size() && Clock::now() < deadline) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      pollfd p{fd_, POLLOUT, 0};
+      ::poll(&p, 1, 20);
+      continue;
+    }
+    break;
+  }
+  return sent;
+}
+
 std::string RawConnection::read_all(std::chrono::milliseconds timeout) {
   std::string out;
   const auto deadline = Clock::now() + timeout;
@@ -277,6 +297,16 @@ bool RawConnection::closed_within(std::chrono::milliseconds timeout) {
     if (n <= 0) return true;
   }
   return false;
+}
+
+bool RawConnection::closed_now() {
+  char tmp[8192];
+  while (fd_ >= 0) {
+    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, MSG_DONTWAIT);
+    if (n > 0) continue;
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+  return true;
 }
 
 // ---- stream_request ---------------------------------------------------------------------

@@ -104,10 +104,15 @@ class RawConnection {
   ~RawConnection();
   bool ok() const { return fd_ >= 0; }
   bool send(std::string_view bytes);
+  // Sends as much of `bytes` as the peer takes within `timeout` (it may stop reading);
+  // returns how many bytes were sent. Stops at an error (the peer closed).
+  size_t send_within(std::string_view bytes, std::chrono::milliseconds timeout);
   // Reads until the peer closes or `timeout` passes; returns what arrived.
   std::string read_all(std::chrono::milliseconds timeout);
   // Whether the peer closed the connection within `timeout` (data that arrives is discarded).
   bool closed_within(std::chrono::milliseconds timeout);
+  // The same without waiting: whether the peer has closed (or reset) the connection by now.
+  bool closed_now();
 
  private:
   int fd_ = -1;

@@ -52,7 +52,8 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
 
 Gateway::~Gateway() = default;
 
-void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
+// The route table: method, path (exact, or a prefix), whether the API key is needed.
+struct Gateway::RouteTable {
   struct Entry {
     const char* method;
     const char* path;
@@ -77,29 +78,55 @@ void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
       {"GET", "/props", false, true, &Gateway::passthrough},
       {"GET", "/slots", false, true, &Gateway::passthrough},
   };
+};
+
+namespace {
+
+// A client-sent string quoted in an error message: at most `max` bytes, printable ASCII only.
+std::string shown(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > max) out += fmt::format("... ({} bytes)", s.size());
+  return out;
+}
+
+}  // namespace
+
+std::variant<Gateway::Route, ApiError> Gateway::route_for(const HttpRequest& request) const {
+  bool path_known = false;
+  for (const auto& r : RouteTable::kRoutes) {
+    const bool match = r.prefix ? request.path.rfind(r.path, 0) == 0 : request.path == r.path;
+    if (!match) continue;
+    path_known = true;
+    if (request.method != r.method) continue;
+    if (r.needs_key && !authorised(request)) break;
+    return r.route;
+  }
+  if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
+  if (path_known) {
+    return method_not_allowed(fmt::format("{} is not allowed on {}", shown(request.method, 32), shown(request.path, 256)));
+  }
+  return not_found(fmt::format("no route for {} {}", shown(request.method, 32), shown(request.path, 256)));
+}
+
+HeadVerdict Gateway::check_head(const HttpRequest& head) const {
+  HeadVerdict v{.authenticated = authorised(head)};
+  auto route = route_for(head);
+  if (auto* e = std::get_if<ApiError>(&route)) {
+    v.status = e->status;
+    v.headers = kJson;
+    v.body = e->body();
+  }
+  return v;
+}
+
+void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
   try {
-    bool path_known = false;
-    for (const auto& r : kRoutes) {
-      const bool match = r.prefix ? request.path.rfind(r.path, 0) == 0 : request.path == r.path;
-      if (!match) continue;
-      path_known = true;
-      if (request.method != r.method) continue;
-      if (r.needs_key && !authorised(request)) {
-        send_error(writer, unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'"));
-        return;
-      }
-      (this->*r.route)(request, writer);
-      return;
-    }
-    if (!authorised(request)) {
-      send_error(writer, unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'"));
-    } else if (path_known) {
-      send_error(writer, method_not_allowed(fmt::format("{} is not allowed on {}", request.method, request.path)));
-    } else {
-      send_error(writer, not_found(fmt::format("no route for {} {}", request.method, request.path)));
-    }
+    auto route = route_for(request);
+    if (auto* e = std::get_if<ApiError>(&route)) return send_error(writer, *e);
+    (this->*std::get<Route>(route))(request, writer);
   } catch (const std::exception& e) {
-    util::log_event(util::LogLevel::kError, "internal_error", {{"path", request.path}, {"what", e.what()}});
+    util::log_event(util::LogLevel::kError, "internal_error", {{"path", shown(request.path, 256)}, {"what", e.what()}});
     if (!writer.answered()) send_error(writer, internal_error(std::string("internal error: ") + e.what()));
   }
 }

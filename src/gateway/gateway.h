@@ -35,6 +35,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,10 @@ class Gateway {
   Status open_store(const std::filesystem::path& path);
 
   void handle(const HttpRequest& request, ResponseWriter& writer);
+  // HttpServer's head check (HttpServerOptions::head_check): the same route table and key
+  // check as handle(), from the head alone, so 401/404/405 are answered before any body is
+  // read; `authenticated` says whether the request carried a valid key.
+  HeadVerdict check_head(const HttpRequest& head) const;
 
   SessionTable& sessions() { return sessions_; }
   Metrics& metrics() { return metrics_; }
@@ -119,6 +124,9 @@ class Gateway {
 
  private:
   using Route = void (Gateway::*)(const HttpRequest&, ResponseWriter&);
+  struct RouteTable;  // gateway.cc: the one route table
+  // The route serving `request`, or the refusal it gets from its head (401, 404, 405).
+  std::variant<Route, ApiError> route_for(const HttpRequest& request) const;
   void chat(const HttpRequest& request, ResponseWriter& writer);
   void completions(const HttpRequest& request, ResponseWriter& writer);
   void passthrough(const HttpRequest& request, ResponseWriter& writer);

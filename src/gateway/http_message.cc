@@ -89,6 +89,11 @@ std::string percent_decode(std::string_view s) {
 }
 
 HeadParse parse_request_head(std::string_view data, const HeadLimits& limits) {
+  // The method is a token: anything else before the first space is not HTTP (a TLS
+  // ClientHello starts with 0x16), answered without waiting for the rest.
+  for (char c : data.substr(0, data.find(' '))) {
+    if (!is_token_char(c)) return fail(400, "not an HTTP/1.1 request (is the client speaking TLS? use http://)");
+  }
   const size_t end = data.find("\r\n\r\n");
   if (end == std::string_view::npos) {
     // Be lenient with bare LF line ends only in the sense of detecting an oversized head.
@@ -163,6 +168,8 @@ HeadParse parse_request_head(std::string_view data, const HeadLimits& limits) {
     } else if (lname == "transfer-encoding") {
       if (lower(value) != "chunked") return fail(501, "unsupported Transfer-Encoding (only chunked)");
       chunked = true;
+    } else if (lname == "host") {
+      if (r.header("host")) return fail(400, "more than one Host header");
     } else if (lname == "expect") {
       if (lower(value) != "100-continue") return fail(417, "unsupported Expect header");
       p.head.expect_continue = true;
@@ -181,6 +188,11 @@ HeadParse parse_request_head(std::string_view data, const HeadLimits& limits) {
   return p;
 }
 
+void ChunkedDecoder::fail(State state, std::string message) {
+  state_ = state;
+  error_ = std::move(message);
+}
+
 size_t ChunkedDecoder::feed(std::string_view in, std::string& out) {
   size_t used = 0;
   while (used < in.size() && state_ == State::kNeedMore) {
@@ -193,41 +205,52 @@ size_t ChunkedDecoder::feed(std::string_view in, std::string& out) {
       continue;
     }
     const char c = in[used++];
+    ++framing_;
+    if (phase_ == Phase::kTrailer && ++trailer_bytes_ > limits_.max_trailer_bytes) {
+      fail(State::kTrailersTooLarge, "chunked body trailers exceed " + std::to_string(limits_.max_trailer_bytes) + " bytes");
+      break;
+    }
     if (c != '\n') {
-      if (line_.size() > 1024) {
-        state_ = State::kError;
+      if (phase_ != Phase::kTrailer && line_.size() >= limits_.max_size_line + (c == '\r' ? 1 : 0)) {
+        fail(State::kError, "chunk size line (with extensions) exceeds " + std::to_string(limits_.max_size_line) + " bytes");
         break;
       }
-      line_ += c;
+      if (phase_ != Phase::kTrailer || line_.size() < 2) line_ += c;  // a trailer is counted, not kept
       continue;
     }
-    std::string_view line = line_;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (phase_ == Phase::kDataEnd) {
-      if (!line.empty()) state_ = State::kError;
-      phase_ = Phase::kSize;
-    } else if (phase_ == Phase::kSize) {
-      const size_t semi = line.find(';');
-      std::string_view hex = trim(line.substr(0, semi));
-      uint64_t size = 0;
-      auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), size, 16);
-      if (hex.empty() || ec != std::errc() || ptr != hex.data() + hex.size()) {
-        state_ = State::kError;
-      } else if (size > max_body_ || total_ + size > max_body_) {
-        state_ = State::kTooLarge;
-      } else if (size == 0) {
-        phase_ = Phase::kTrailer;
-      } else {
-        total_ += static_cast<size_t>(size);
-        remaining_ = size;
-        phase_ = Phase::kData;
-      }
-    } else {  // trailer lines until an empty one
-      if (line.empty()) state_ = State::kDone;
-    }
+    end_of_line();
     line_.clear();
   }
   return used;
+}
+
+void ChunkedDecoder::end_of_line() {
+  std::string_view line = line_;
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (phase_ == Phase::kDataEnd) {
+    if (!line.empty()) fail(State::kError, "chunk data not followed by CRLF");
+    phase_ = Phase::kSize;
+  } else if (phase_ == Phase::kSize) {
+    const size_t semi = line.find(';');
+    std::string_view hex = trim(line.substr(0, semi));
+    uint64_t size = 0;
+    auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), size, 16);
+    if (hex.empty() || ec != std::errc() || ptr != hex.data() + hex.size()) {
+      fail(State::kError, "malformed chunk size");
+    } else if (size > limits_.max_body || total_ + size > limits_.max_body) {
+      fail(State::kTooLarge, "request body exceeds the limit of " + std::to_string(limits_.max_body) + " bytes");
+    } else if (size == 0) {
+      phase_ = Phase::kTrailer;
+    } else {
+      total_ += static_cast<size_t>(size);
+      remaining_ = size;
+      phase_ = Phase::kData;
+    }
+  } else if (line.empty()) {  // the blank line ending the trailer section
+    state_ = State::kDone;
+  } else if (++trailers_ > limits_.max_trailers) {
+    fail(State::kTrailersTooLarge, "more than " + std::to_string(limits_.max_trailers) + " chunked body trailers");
+  }
 }
 
 }  // namespace kvgate::gateway

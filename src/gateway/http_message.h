@@ -5,9 +5,14 @@
 // unsupported transfer coding, 505 version), or returns the request line and headers and
 // where the body starts. Header names are lower-cased; values are trimmed. Only
 // "Transfer-Encoding: chunked" and Content-Length bodies are supported; both at once is a
-// 400 (request smuggling defence).
+// 400 (request smuggling defence), and so is a second Host header. Bytes that cannot begin
+// a request line (a TLS ClientHello starts with 0x16) fail at once, before the head is
+// complete, so a client speaking another protocol is answered 400 instead of waiting out
+// the head time-out.
 //
-// ChunkedDecoder decodes a chunked body incrementally, enforcing a size limit.
+// ChunkedDecoder decodes a chunked body incrementally, enforcing limits on the payload, on
+// each chunk-size line (extensions included) and on the trailer section (counted against
+// the head limits, like headers).
 #pragma once
 
 #include <cstddef>
@@ -68,23 +73,43 @@ HeadParse parse_request_head(std::string_view data, const HeadLimits& limits);
 // Decodes "%2F" and friends; invalid escapes are kept as they are.
 std::string percent_decode(std::string_view s);
 
+struct ChunkedLimits {
+  size_t max_body = 64 * 1024 * 1024;  // decoded payload bytes
+  size_t max_size_line = 1024;         // one chunk-size line, extensions included (its CRLF not)
+  size_t max_trailer_bytes = 64 * 1024;
+  size_t max_trailers = 100;
+};
+
 class ChunkedDecoder {
  public:
-  explicit ChunkedDecoder(size_t max_body) : max_body_(max_body) {}
-  enum class State { kNeedMore, kDone, kError, kTooLarge };
+  explicit ChunkedDecoder(size_t max_body) : ChunkedDecoder(ChunkedLimits{.max_body = max_body}) {}
+  explicit ChunkedDecoder(ChunkedLimits limits) : limits_(limits) {}
+  // kError: malformed (400); kTooLarge: payload over max_body (413); kTrailersTooLarge:
+  // trailer section over its limits (431). error() says which limit or what was malformed.
+  enum class State { kNeedMore, kDone, kError, kTooLarge, kTrailersTooLarge };
   // Consumes bytes from `in` (appending decoded data to `out`) and returns how many bytes were
   // consumed; state() says whether the body is complete.
   size_t feed(std::string_view in, std::string& out);
   State state() const { return state_; }
+  const std::string& error() const { return error_; }
+  // Bytes consumed that were framing, not payload (size lines, extensions, CRLFs, trailers).
+  uint64_t framing_bytes() const { return framing_; }
 
  private:
   enum class Phase { kSize, kData, kDataEnd, kTrailer };
-  size_t max_body_;
+  void fail(State state, std::string message);
+  void end_of_line();
+
+  ChunkedLimits limits_;
   State state_ = State::kNeedMore;
+  std::string error_;
   Phase phase_ = Phase::kSize;
   std::string line_;
   uint64_t remaining_ = 0;
   size_t total_ = 0;
+  uint64_t framing_ = 0;
+  size_t trailer_bytes_ = 0;
+  size_t trailers_ = 0;
 };
 
 }  // namespace kvgate::gateway

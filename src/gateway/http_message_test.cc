@@ -94,5 +94,71 @@ TEST(ChunkedDecoderTest, LimitsAndErrors) {
   EXPECT_NE(huge.state(), ChunkedDecoder::State::kNeedMore);
 }
 
+TEST(HttpMessageTest, NonHttpFirstBytesFailAtOnce) {
+  HeadLimits l;
+  // A TLS 1.2 ClientHello's first bytes: record type 0x16, version 3.1, length; no CRLF.
+  static constexpr char kHello[] = "\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03";
+  auto p = parse_request_head(std::string_view(kHello, sizeof kHello - 1), l);
+  ASSERT_EQ(p.state, HeadParse::State::kError);
+  EXPECT_EQ(p.error.status, 400);
+  EXPECT_NE(p.error.message.find("TLS"), std::string::npos);
+  // One byte is enough; a method being typed slowly is not refused.
+  EXPECT_EQ(parse_request_head("\x16", l).state, HeadParse::State::kError);
+  EXPECT_EQ(parse_request_head("\x80\x01", l).state, HeadParse::State::kError);
+  EXPECT_EQ(parse_request_head("GE", l).state, HeadParse::State::kIncomplete);
+  EXPECT_EQ(parse_request_head("GET /v1", l).state, HeadParse::State::kIncomplete);
+  EXPECT_EQ(parse_request_head("GET\x01", l).state, HeadParse::State::kError);
+}
+
+TEST(HttpMessageTest, DuplicateHostIsRefused) {
+  HeadLimits l;
+  auto p = parse_request_head("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", l);
+  ASSERT_EQ(p.state, HeadParse::State::kError);
+  EXPECT_EQ(p.error.status, 400);
+  EXPECT_NE(p.error.message.find("Host"), std::string::npos);
+  EXPECT_EQ(parse_request_head("GET / HTTP/1.1\r\nHOST: a\r\nhost: a\r\n\r\n", l).state, HeadParse::State::kError);
+  EXPECT_EQ(parse_request_head("GET / HTTP/1.1\r\nHost: a\r\n\r\n", l).state, HeadParse::State::kDone);
+}
+
+TEST(ChunkedDecoderTest, ChunkExtensionsAreBoundedPerChunk) {
+  const ChunkedLimits limits{.max_body = 1000, .max_size_line = 64};
+  std::string out;
+  ChunkedDecoder ok(limits);
+  ok.feed("3;name=value;x=\"q\"\r\nabc\r\n0;last\r\n\r\n", out);
+  EXPECT_EQ(ok.state(), ChunkedDecoder::State::kDone);
+  EXPECT_EQ(out, "abc");
+  EXPECT_EQ(ok.framing_bytes(), 35u - 3u);
+  ChunkedDecoder long_ext(limits);
+  out.clear();
+  const std::string line = "3;" + std::string(63, 'e') + "\r\n";  // 65 bytes before the CRLF
+  EXPECT_EQ(long_ext.feed(line + "abc\r\n0\r\n\r\n", out), 65u) << "fails at the first byte over";
+  EXPECT_EQ(long_ext.state(), ChunkedDecoder::State::kError);
+  EXPECT_NE(long_ext.error().find("extensions"), std::string::npos);
+  // Exactly at the limit is accepted.
+  ChunkedDecoder at_limit(limits);
+  at_limit.feed("3;" + std::string(62, 'e') + "\r\nabc\r\n0\r\n\r\n", out);
+  EXPECT_EQ(at_limit.state(), ChunkedDecoder::State::kDone) << at_limit.error();
+}
+
+TEST(ChunkedDecoderTest, TrailersCountAgainstTheirLimits) {
+  const ChunkedLimits limits{.max_body = 1000, .max_trailer_bytes = 100, .max_trailers = 3};
+  std::string out;
+  ChunkedDecoder ok(limits);
+  ok.feed("1\r\na\r\n0\r\nX-A: 1\r\nX-B: 2\r\n\r\n", out);
+  EXPECT_EQ(ok.state(), ChunkedDecoder::State::kDone);
+  EXPECT_EQ(out, "a");
+  ChunkedDecoder many(limits);
+  many.feed("0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", out);
+  EXPECT_EQ(many.state(), ChunkedDecoder::State::kTrailersTooLarge);
+  ChunkedDecoder big(limits);
+  big.feed("0\r\nA: " + std::string(200, 'v') + "\r\n\r\n", out);
+  EXPECT_EQ(big.state(), ChunkedDecoder::State::kTrailersTooLarge);
+  EXPECT_NE(big.error().find("100 bytes"), std::string::npos);
+  // An endless trailer line fails at the byte limit, not when (if ever) it ends.
+  ChunkedDecoder endless(limits);
+  EXPECT_EQ(endless.feed("0\r\n" + std::string(5000, 'x'), out), 3u + 101u);
+  EXPECT_EQ(endless.state(), ChunkedDecoder::State::kTrailersTooLarge);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
