@@ -51,8 +51,37 @@ EngineEndpoint Engine::endpoint() const {
   return {.host = process_->host(), .port = process_->port(), .api_key = api_key, .available = true, .state = "ready"};
 }
 
-Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http) {
-  gateway_ = std::make_unique<Gateway>(std::move(options), std::make_shared<HttpUpstream>(std::move(provider)));
+std::variant<UpstreamResponse, UpstreamError> RecordingUpstream::call(const std::string& method, const std::string& path,
+                                                                     const std::string& body,
+                                                                     std::chrono::milliseconds timeout,
+                                                                     CancelScope* cancel) {
+  record(path, body);
+  return inner_.call(method, path, body, timeout, cancel);
+}
+
+std::variant<int, UpstreamError> RecordingUpstream::stream(const std::string& path, const std::string& body,
+                                                           const StreamHandlers& handlers,
+                                                           std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
+  record(path, body);
+  return inner_.stream(path, body, handlers, idle_timeout, cancel);
+}
+
+void RecordingUpstream::record(const std::string& path, const std::string& body) {
+  if (path != "/v1/chat/completions") return;
+  std::lock_guard lock(mu_);
+  bodies_.push_back(nlohmann::json::parse(body, nullptr, false));
+}
+
+std::vector<nlohmann::json> RecordingUpstream::chat_bodies() {
+  std::lock_guard lock(mu_);
+  return bodies_;
+}
+
+Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http)
+    : Front(std::make_shared<HttpUpstream>(std::move(provider)), std::move(options), std::move(http)) {}
+
+Front::Front(std::shared_ptr<Upstream> upstream, GatewayOptions options, HttpServerOptions http) {
+  gateway_ = std::make_unique<Gateway>(std::move(options), std::move(upstream));
   http.port = 0;
   Gateway* g = gateway_.get();
   if (!http.head_check) http.head_check = [g](const HttpRequest& head) { return g->check_head(head); };
