@@ -133,8 +133,17 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
 
   // 3. Bring the request into the session's conversation: what of the stored state this
   //    request may use (intake.h; the isolation invariant).
+  uint64_t stored_request_messages = 0;
+  {
+    std::lock_guard lock(session->mu);
+    stored_request_messages = session->last_request_messages;
+  }
   Intake intake = take_in(session->conversation,
-                          {.messages = messages, .keys = keys, .named = session->explicit_id, .window = match.how == "window"},
+                          {.messages = messages,
+                           .keys = keys,
+                           .named = session->explicit_id,
+                           .window = match.how == "window",
+                           .stored_request_messages = stored_request_messages},
                           options_.stabiliser);
   Conversation conv = std::move(intake.conversation);
   std::optional<BreakCause> cause = intake.cause;

@@ -77,6 +77,7 @@ void Conversation::truncate(uint64_t i) {
   if (summary && summary->anchor > i) summary->anchor = i;
   notes.erase(notes.lower_bound(i), notes.end());
   replies.erase(replies.lower_bound(i), replies.end());
+  if (first_assistant >= i) first_assistant = i;
   if (i <= first_kept()) {
     kept.clear();
     cut = i;
@@ -101,6 +102,7 @@ void Conversation::append(const json& message) {
   }
   extend_chain(chain, message);
   exact.push_back(exact_hash(message));
+  if (first_assistant == length && message.value("role", "") != "assistant") ++first_assistant;
   ++length;
 }
 
@@ -156,6 +158,7 @@ json Conversation::to_json() const {
               {"chain", chain},
               {"exact", exact},
               {"replies", replies},
+              {"first_assistant", first_assistant},
               {"generation", generation}};
   if (system) out["system"] = {{"h", system->hash}, {"m", system->message}};
   if (summary) {
@@ -182,6 +185,8 @@ std::optional<Conversation> Conversation::from_json(const json& j) {
     c.generation = j.value("generation", uint64_t{0});
     if (j.contains("exact")) c.exact = j["exact"].get<std::vector<uint64_t>>();
     if (j.contains("replies")) c.replies = j["replies"].get<std::set<uint64_t>>();
+    // Not known for a state saved before it was kept: as if there were none (no evidence).
+    c.first_assistant = std::min(j.value("first_assistant", c.length), c.length);
     if (j.contains("system")) c.system = StoredMessage{j["system"].at("h").get<uint64_t>(), j["system"].at("m")};
     if (j.contains("summary")) {
       const auto& s = j["summary"];

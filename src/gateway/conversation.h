@@ -71,6 +71,9 @@ struct Conversation {
   // History indices of the replies kvgate returned (the engine wrote them): a request that
   // carries one of them verbatim is a continuation of this conversation.
   std::set<uint64_t> replies;
+  // History index of the first assistant message (kvgate's or the client's); length if none.
+  uint64_t first_assistant = 0;
+  bool has_assistant_before(uint64_t i) const { return first_assistant < std::min(i, length); }
   uint64_t generation = 0;               // bumped by every compaction (the prefix changed)
 
   uint64_t first_kept() const { return std::max<uint64_t>(cut, system ? 1 : 0); }

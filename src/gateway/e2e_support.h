@@ -45,11 +45,35 @@ class Engine {
   nlohmann::json word_bias_ = nlohmann::json::array();
 };
 
-// A Gateway + HttpServer in front of an endpoint provider, wired as `kvgate up` wires them
-// (the Gateway's check_head as the server's head check, unless `http` brings its own).
+// The real upstream, with every chat body kvgate sends to the engine kept (what the engine
+// was asked is what the isolation tests judge). Thread-safe.
+class RecordingUpstream : public Upstream {
+ public:
+  explicit RecordingUpstream(EndpointProvider provider) : inner_(std::move(provider)) {}
+  std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
+                                                     const std::string& body, std::chrono::milliseconds timeout,
+                                                     CancelScope* cancel) override;
+  std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
+                                          const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                          CancelScope* cancel) override;
+  EngineEndpoint endpoint() override { return inner_.endpoint(); }
+  // The chat bodies sent so far, oldest first.
+  std::vector<nlohmann::json> chat_bodies();
+
+ private:
+  void record(const std::string& path, const std::string& body);
+  HttpUpstream inner_;
+  std::mutex mu_;
+  std::vector<nlohmann::json> bodies_;  // guarded by mu_
+};
+
+// A Gateway + HttpServer in front of an endpoint provider (or of a given upstream), wired as
+// `kvgate up` wires them (the Gateway's check_head as the server's head check, unless `http`
+// brings its own).
 class Front {
  public:
   Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http = {});
+  Front(std::shared_ptr<Upstream> upstream, GatewayOptions options, HttpServerOptions http = {});
   ~Front();
   uint16_t port() const { return server_->port(); }
   Gateway& gateway() { return *gateway_; }

@@ -119,7 +119,7 @@ const char* evidence_name(Evidence e) {
   switch (e) {
     case Evidence::kNone: return "none";
     case Evidence::kClientId: return "client_id";
-    case Evidence::kReplyEcho: return "reply_echo";
+    case Evidence::kHistoryEcho: return "history_echo";
   }
   return "?";
 }
@@ -141,16 +141,18 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
     if (stored.length > 0) {
       conv = fresh_from(stored);
       in.restarted = true;
-      in.evidence = Evidence::kReplyEcho;
+      in.evidence = Evidence::kHistoryEcho;
       set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
     }
   } else {
     const bool pinnable = after_system == 1 && has_string_system(messages) && conv.system.has_value();
     const uint64_t k = verbatim_prefix(conv, keys, pinnable);
-    if (in.evidence == Evidence::kNone) {
-      for (uint64_t r : conv.replies) {
-        if (r < k) in.evidence = Evidence::kReplyEcho;
-      }
+    // Same conversation: the request repeats the session's whole last request verbatim, and
+    // that history holds an assistant turn (or the request goes on with our reply to it).
+    const uint64_t last = request.stored_request_messages;
+    if (in.evidence == Evidence::kNone && last > 0 && k >= last &&
+        (conv.has_assistant_before(last) || (k > last && conv.replies.count(last) != 0))) {
+      in.evidence = Evidence::kHistoryEcho;
     }
     std::optional<Window> window;
     if (request.named && options.continue_truncated_history && k <= after_system && conv.length > after_system) {

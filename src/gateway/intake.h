@@ -16,10 +16,11 @@
 //   - State beyond the messages themselves — the system message pinned at its first values
 //     with a note of the current ones, notes on earlier messages, summaries — carries values
 //     from earlier requests, so it is kept only with evidence that this is the same
-//     conversation: a client id, or the request carrying a reply kvgate returned to this
-//     conversation, verbatim ("reply echo"). Without it (a retry of a first turn, a one-shot
-//     agent run again the next day, another client with the same opening), the conversation
-//     is rebuilt from the request alone.
+//     conversation: a client id, or the request carrying the session's whole last request
+//     verbatim with an assistant turn in it (or followed by the reply kvgate gave it) —
+//     "history echo". Without it (a retry of a first turn, a one-shot agent run again the
+//     next day, another client with the same opening, one that shares only some messages),
+//     the conversation is rebuilt from the request alone.
 //   - A later window of a conversation (the client dropped its oldest turns) continues the
 //     kept history only for a named conversation; recognised by content, it restarts from
 //     the request's own messages.
@@ -47,13 +48,14 @@ struct IntakeRequest {
   const RequestKeys& keys;         // RequestKeys::of(messages)
   bool named = false;              // the session is named by its client (explicit id)
   bool window = false;             // recognised as a later window of the session
+  uint64_t stored_request_messages = 0;  // messages of the session's last request (Session)
 };
 
 // Why stored state beyond verbatim messages may be used for this request.
 enum class Evidence {
   kNone,       // none: the conversation is rebuilt from the request
   kClientId,   // the client named the conversation
-  kReplyEcho,  // the request carries a reply kvgate returned to this conversation
+  kHistoryEcho,  // the request carries the session's last request and an assistant turn of it
 };
 const char* evidence_name(Evidence e);
 

@@ -123,8 +123,17 @@ MiniGateway::Turn MiniGateway::send(const std::string& scope, const std::optiona
   t.session = match.session;
   t.how = match.how;
   std::unique_lock turn(t.session->turn);
+  uint64_t stored_request_messages = 0;
+  {
+    std::lock_guard lock(t.session->mu);
+    stored_request_messages = t.session->last_request_messages;
+  }
   t.intake = take_in(t.session->conversation,
-                     {.messages = messages, .keys = keys, .named = t.session->explicit_id, .window = match.how == "window"},
+                     {.messages = messages,
+                      .keys = keys,
+                      .named = t.session->explicit_id,
+                      .window = match.how == "window",
+                      .stored_request_messages = stored_request_messages},
                      StabiliserOptions{});
   Conversation conv = t.intake.conversation;
   t.view = build_view(conv);
@@ -181,14 +190,8 @@ std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const s
     const size_t n = a.exact.size();
     return n > 0 && exact.size() >= n && std::equal(a.exact.begin(), a.exact.end(), exact.begin());
   };
-  // Direct ancestors: requests whose messages and reply this request carries. The request
-  // continues the conversation kvgate answered there; so do the requests between (those it
-  // carries that carry the same reply).
-  size_t first_reply = std::numeric_limits<size_t>::max();
-  for (const auto& a : log_) {
-    if (a.scope != scope || exact.size() <= a.exact.size() || !carries(a)) continue;
-    if (a.reply_exact == exact[a.exact.size()]) first_reply = std::min(first_reply, a.exact.size());
-  }
+  // Ancestors: requests whose messages this request carries whole, when that history has an
+  // assistant turn, or this request carries the reply kvgate gave it.
   std::vector<const Answered*> out;
   for (const auto& a : log_) {
     if (a.scope != scope) continue;
@@ -198,8 +201,10 @@ std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const s
     }
     if (!carries(a)) continue;
     const size_t n = a.exact.size();
-    const bool direct = exact.size() > n && a.reply_exact == exact[n];
-    if (direct || n > first_reply) out.push_back(&a);
+    const bool reply = exact.size() > n && a.reply_exact == exact[n];
+    bool assistant = false;
+    for (size_t i = 1; i < n && !assistant; ++i) assistant = a.messages[i].value("role", "") == "assistant";
+    if (reply || assistant) out.push_back(&a);
   }
   return out;
 }

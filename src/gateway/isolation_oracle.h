@@ -12,10 +12,9 @@
 //     with every differing line taken from the system message of an *ancestor*, and every
 //     line of R's system message that V's lacks is in a volatile-values note of V (the
 //     current values reach the model). Ancestors are the earlier requests of the same scope
-//     that R carries verbatim (system message up to volatile values) and that belong to R's
-//     conversation by a reply: R also carries, right after it, a reply kvgate returned to one
-//     of them (or to a shorter one R carries); and the earlier requests of the same named
-//     conversation;
+//     that R carries whole and verbatim (system message up to volatile values) when they hold
+//     an assistant turn or R also carries, right after, the reply kvgate gave them; and the
+//     earlier requests of the same named conversation;
 //   - every line of a volatile-values note is a line of R's system message or an ancestor's;
 //   - every line of a summary written by `traceable_summary` is the text of a message R
 //     carries (or of the named conversation's history).

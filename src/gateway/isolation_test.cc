@@ -102,7 +102,7 @@ TEST(IsolationTest, ARetryOfALaterTurnCarriesTheCurrentValuesInANote) {
   json retry = t2;
   retry[0] = s2;
   auto t = gw.send(kScope, std::nullopt, retry, msg("assistant", "two again"));
-  EXPECT_EQ(evidence_name(t.intake.evidence), std::string("reply_echo"));
+  EXPECT_EQ(evidence_name(t.intake.evidence), std::string("history_echo"));
   EXPECT_NE(all_text(t.view).find("2026-12-02 09:30:00"), std::string::npos) << t.view.dump();
   EXPECT_EQ(t.view[0]["content"], s1["content"]);  // the cached prefix is kept
   IsolationOracle oracle;
@@ -172,6 +172,38 @@ TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageIsSentAsTheClientHasI
   EXPECT_EQ(t.view, t2);
 }
 
+TEST(IsolationTest, AClientSendingItsOwnAssistantTurnsKeepsItsPinnedClock) {
+  // A replayed trace: the history carries the trace's assistant messages, not our replies.
+  MiniGateway gw;
+  json h = json::array({msg("system", "Current time: 2026-12-01 10:00:00\nWork.")});
+  std::vector<MiniGateway::Turn> turns;
+  for (int i = 0; i < 4; ++i) {
+    h[0]["content"] = fmt::format("Current time: 2026-12-01 10:0{}:00\nWork.", i);
+    h.push_back(msg("user", "step " + std::to_string(i)));
+    turns.push_back(gw.send(kScope, std::nullopt, h, msg("assistant", "our reply " + std::to_string(i))));
+    h.push_back(msg("assistant", "trace reply " + std::to_string(i)));
+  }
+  // Turn 2 carries no assistant turn of the stored history yet: rebuilt; from turn 3 on the
+  // first system message stays upstream and the clock travels in the note.
+  EXPECT_EQ(evidence_name(turns[1].intake.evidence), std::string("none"));
+  EXPECT_EQ(evidence_name(turns[3].intake.evidence), std::string("history_echo"));
+  EXPECT_EQ(turns[3].view[0]["content"], turns[2].view[0]["content"]);
+  EXPECT_NE(all_text(turns[3].view).find("10:03:00"), std::string::npos);
+}
+
+TEST(IsolationTest, SharedFewShotTurnsDoNotCarryAnotherRequestsValues) {
+  MiniGateway gw;
+  auto few_shot = [](const std::string& clock, const std::string& ask) {
+    return json::array({msg("system", "Current time: " + clock + "\nAnswer like the example."),
+                        msg("user", "example question"), msg("assistant", "example answer"), msg("user", ask)});
+  };
+  gw.send(kScope, std::nullopt, few_shot("2026-12-01 08:00:00", "meeting on 2026-12-01"), msg("assistant", "ok"));
+  // Another person: the same examples, a question that differs only in a date.
+  const json b = few_shot("2026-12-01 09:15:00", "meeting on 2026-12-09");
+  auto t = gw.send(kScope, std::nullopt, b, msg("assistant", "ok"));
+  EXPECT_EQ(t.view, b) << t.view.dump();
+}
+
 // ---- Property test: families of colliding clients --------------------------------------
 
 struct Client {
@@ -208,7 +240,11 @@ class Families {
                            t.view.dump().substr(0, 1500));
       }
       oracle.answered(c.scope, c.id, request, reply);
-      if (pick(5) != 0) c.history.push_back(reply);  // a client may also drop our reply (retry)
+      // A client may drop our reply (a retry), or send its own version of the turn (a
+      // replayed trace, an agent that rewrites assistant messages).
+      const size_t what = pick(10);
+      if (what >= 2) c.history.push_back(reply);
+      if (what == 1) c.history.push_back(msg("assistant", "client-written " + word()));
     }
     return "";
   }
