@@ -13,7 +13,7 @@ Result<std::unique_ptr<LocalGateway>> LocalGateway::start(const Endpoint& engine
 Result<std::unique_ptr<LocalGateway>> LocalGateway::start(std::shared_ptr<gateway::Upstream> upstream,
                                                           LocalGatewayOptions options) {
   std::unique_ptr<LocalGateway> g(new LocalGateway());
-  g->api_key_ = options.gateway.api_key;
+  g->api_key_ = options.gateway.api_keys.empty() ? std::string() : options.gateway.api_keys.front();
   g->gateway_ = std::make_unique<gateway::Gateway>(std::move(options.gateway), std::move(upstream));
   if (options.store) {
     std::error_code ec;

@@ -33,7 +33,7 @@ const httplib::Headers kAuth = {{"Authorization", std::string("Bearer ") + kKey}
 
 GatewayOptions keyed_options() {
   GatewayOptions o;
-  o.api_key = kKey;
+  o.api_keys = {kKey};
   o.count_tokens = false;
   o.context_tokens = 4096;
   o.model_summaries = false;
