@@ -1,8 +1,12 @@
 #include "gateway/chat_request.h"
 
+#include <limits>
 #include <set>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include "gateway/relaxed_json.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -69,24 +73,93 @@ std::optional<ApiError> check_tool_calls(const json& calls, const std::string& p
   return std::nullopt;
 }
 
-std::optional<ApiError> check_int(const json& body, const char* key, int64_t min) {
+std::optional<ApiError> check_int(const json& body, const char* key, int64_t min, int64_t max) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
-  if (it->get<int64_t>() < min) {
-    return bad_request(fmt::format("{} must be at least {}", key, min), std::string(key), "invalid_value");
+  // An unsigned value above int64's range (18446744073709551615) must not wrap to -1.
+  const bool too_big = it->is_number_unsigned() ? it->get<uint64_t>() > static_cast<uint64_t>(max)
+                                                : it->get<int64_t>() > max;
+  if (too_big || (!it->is_number_unsigned() && it->get<int64_t>() < min)) {
+    return bad_request(fmt::format("{} must be from {} to {} (-1: no limit)", key, min, max), std::string(key),
+                       "invalid_value");
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<ApiError> parse_json_body(std::string_view text, json& out) {
+std::optional<ApiError> parse_json_body(std::string_view text, json& out, size_t max_depth) {
+  // Where the parser is, for errors: one frame per open container (its current key or
+  // index). The callback sees every event before the value is stored, so a container past
+  // the bound is refused before it exists.
+  struct Frame {
+    bool object;
+    std::string key;
+    size_t index = 0;
+  };
+  std::vector<Frame> frames;
+  auto where = [&frames] {
+    std::string p;
+    for (const auto& f : frames) {
+      if (f.object) {
+        if (!f.key.empty()) p += (p.empty() ? "" : ".") + f.key;
+      } else {
+        p += fmt::format("[{}]", f.index);
+      }
+    }
+    return sanitize_utf8(p);
+  };
+  struct TooDeep {};
+  auto element_done = [&frames] {  // a member's value or an array element is complete
+    if (frames.empty()) return;
+    if (frames.back().object) {
+      frames.back().key.clear();
+    } else {
+      ++frames.back().index;
+    }
+  };
+  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) -> bool {
+    switch (ev) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (frames.size() >= max_depth) throw TooDeep{};
+        frames.push_back({ev == json::parse_event_t::object_start, {}, 0});
+        break;
+      case json::parse_event_t::key:
+        if (!frames.empty()) frames.back().key = parsed.get<std::string>();
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::value:
+        element_done();
+        break;
+    }
+    return true;
+  };
   try {
-    out = json::parse(text);
+    out = json::parse(text, cb);
+  } catch (const TooDeep&) {
+    const std::string at = where();
+    return bad_request(fmt::format("request body nests deeper than {} levels{}", max_depth,
+                                   at.empty() ? std::string() : " inside " + at),
+                       at.empty() ? std::nullopt : std::optional<std::string>(at), "nesting_too_deep");
   } catch (const json::parse_error& e) {
-    // e.what() names the byte position and what was expected.
-    return bad_request(fmt::format("request body is not valid JSON: {}", e.what()), std::nullopt, "invalid_json");
+    // e.what() names the byte position and what was expected; it quotes the bytes it last
+    // read, which may be the invalid UTF-8 it refused.
+    const std::string at = where();
+    return bad_request(fmt::format("request body is not valid JSON{}: {}", at.empty() ? "" : " (in " + at + ")",
+                                   sanitize_utf8(e.what())),
+                       at.empty() ? std::nullopt : std::optional<std::string>(at), "invalid_json");
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number beyond double's range (1e999999, a 400-digit integer).
+    const std::string at = where();
+    return bad_request(fmt::format("{} holds a number kvgate cannot represent: {}", at.empty() ? "the body" : at,
+                                   sanitize_utf8(e.what())),
+                       at.empty() ? std::nullopt : std::optional<std::string>(at), "invalid_number");
   }
   return std::nullopt;
 }
@@ -132,7 +205,7 @@ std::optional<ApiError> validate_chat_body(const json& body) {
     if (n->get<int64_t>() != 1) return bad_request("only n = 1 is supported", "n", "unsupported_value");
   }
   for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
-    if (auto e = check_int(body, key, -1)) return e;
+    if (auto e = check_int(body, key, -1, kMaxReplyTokens)) return e;
   }
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
     if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
@@ -161,6 +234,18 @@ std::optional<ApiError> validate_chat_body(const json& body) {
   return std::nullopt;
 }
 
+std::optional<ApiError> validate_completion_body(const json& body) {
+  if (!body.is_object()) return bad_request(fmt::format("request body must be a JSON object, got {}", kind(body)));
+  if (!body.contains("prompt")) return bad_request("prompt is required", "prompt", "missing_field");
+  if (auto s = body.find("stream"); s != body.end() && !s->is_boolean() && !s->is_null()) {
+    return wrong_type("stream", "a boolean", *s);
+  }
+  for (const char* key : {"max_tokens", "n_predict"}) {
+    if (auto e = check_int(body, key, -1, kMaxReplyTokens)) return e;
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out) {
   json body;
   if (auto e = parse_json_body(text, body)) return e;
@@ -171,9 +256,10 @@ std::optional<ApiError> make_chat_request(json body, ChatRequest& out) {
   if (auto e = validate_chat_body(body)) return e;
   out.body = std::move(body);
   const json& b = out.body;
-  out.stream = b.value("stream", false) == true;
+  // json::value() throws when the field holds another type (null included): compare instead.
+  out.stream = b.contains("stream") && b["stream"] == true;
   if (auto so = b.find("stream_options"); so != b.end() && so->is_object()) {
-    out.include_usage = so->value("include_usage", false) == true;
+    out.include_usage = so->contains("include_usage") && (*so)["include_usage"] == true;
   }
   for (const char* key : {"max_completion_tokens", "max_tokens", "n_predict"}) {
     auto it = b.find(key);
