@@ -157,8 +157,26 @@ std::string extractive_summary(const Conversation& c, uint64_t until, size_t max
 }
 
 Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_t first_new,
-                                 const ViewCountFn& count_view, const TextCountFn& count_text,
+                                 const ViewCountFn& count_view_fn, const TextCountFn& count_text_fn,
                                  const SummarizeFn& summarize, const CompactionOptions& opt) {
+  // Every step of the ladder counts through these, so the time limit is checked before each
+  // engine call (one call is itself bounded by the counter's own time limit).
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = opt.time_limit.count() > 0 ? Clock::now() + opt.time_limit : Clock::time_point::max();
+  auto in_time = [&]() -> Status {
+    if (Clock::now() < deadline) return {};
+    return Error(fmt::format("compaction took longer than {} ms (kvgate up --compaction-timeout) and was abandoned; "
+                             "the conversation is too long to compact in time: send a shorter history",
+                             opt.time_limit.count()));
+  };
+  auto count_view = [&](const json& view) -> Result<uint64_t> {
+    KV_TRY(in_time());
+    return count_view_fn(view);
+  };
+  auto count_text = [&](const std::string& text) -> Result<uint64_t> {
+    KV_TRY(in_time());
+    return count_text_fn(text);
+  };
   CompactionResult r;
   r.conversation = c;
   Conversation& cv = r.conversation;
@@ -232,7 +250,12 @@ Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_
     }
     const uint64_t u = cuts[last_fits ? lo : cuts.size() - 1];
     std::string text;
-    if (summarize) {
+    if (opt.summary_prompt_limit > 0 && tokens > opt.summary_prompt_limit) {
+      r.summary_error = fmt::format("the view ({} tokens) is larger than the engine's context ({} tokens)", tokens,
+                                    opt.summary_prompt_limit);
+    } else if (!in_time().ok()) {
+      r.summary_error = "no time left for a model summary";
+    } else if (summarize) {
       auto s = summarize(cv, u, opt.summary_max_tokens);
       if (s.ok() && !s->empty()) {
         text = *s;
