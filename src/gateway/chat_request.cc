@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gateway/relaxed_json.h"
+#include "gateway/request_limits.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -90,76 +91,31 @@ std::optional<ApiError> check_int(const json& body, const char* key, int64_t min
 }  // namespace
 
 std::optional<ApiError> parse_json_body(std::string_view text, json& out, size_t max_depth) {
-  // Where the parser is, for errors: one frame per open container (its current key or
-  // index). The callback sees every event before the value is stored, so a container past
-  // the bound is refused before it exists.
-  struct Frame {
-    bool object;
-    std::string key;
-    size_t index = 0;
-  };
-  std::vector<Frame> frames;
-  auto where = [&frames] {
-    std::string p;
-    for (const auto& f : frames) {
-      if (f.object) {
-        if (!f.key.empty()) p += (p.empty() ? "" : ".") + f.key;
-      } else {
-        p += fmt::format("[{}]", f.index);
-      }
-    }
-    return sanitize_utf8(p);
-  };
-  struct TooDeep {};
-  auto element_done = [&frames] {  // a member's value or an array element is complete
-    if (frames.empty()) return;
-    if (frames.back().object) {
-      frames.back().key.clear();
-    } else {
-      ++frames.back().index;
-    }
-  };
-  json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) -> bool {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (frames.size() >= max_depth) throw TooDeep{};
-        frames.push_back({ev == json::parse_event_t::object_start, {}, 0});
-        break;
-      case json::parse_event_t::key:
-        if (!frames.empty()) frames.back().key = parsed.get<std::string>();
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!frames.empty()) frames.pop_back();
-        element_done();
-        break;
-      case json::parse_event_t::value:
-        element_done();
-        break;
-    }
-    return true;
-  };
+  // The bound is checked by a linear scan before parsing, so no deeper value is ever built.
+  // (nlohmann's parser callback could check it too, but costs about 100 times the parse:
+  // 24 s instead of 0.26 s for 100,000 small messages.)
+  auto param = [](std::string p) { return p.empty() ? std::nullopt : std::optional<std::string>(std::move(p)); };
+  if (const JsonTextScan scan = scan_json_text(text, max_depth); scan.exceeded) {
+    return bad_request(fmt::format("request body nests deeper than {} levels at byte {}{}", max_depth, scan.offset,
+                                   scan.path.empty() ? std::string() : " (inside " + scan.path + ")"),
+                       param(scan.path), "nesting_too_deep");
+  }
   try {
-    out = json::parse(text, cb);
-  } catch (const TooDeep&) {
-    const std::string at = where();
-    return bad_request(fmt::format("request body nests deeper than {} levels{}", max_depth,
-                                   at.empty() ? std::string() : " inside " + at),
-                       at.empty() ? std::nullopt : std::optional<std::string>(at), "nesting_too_deep");
+    out = json::parse(text);
   } catch (const json::parse_error& e) {
     // e.what() names the byte position and what was expected; it quotes the bytes it last
     // read, which may be the invalid UTF-8 it refused.
-    const std::string at = where();
+    const std::string at = scan_json_text(text, max_depth, e.byte > 0 ? e.byte - 1 : 0).path;
     return bad_request(fmt::format("request body is not valid JSON{}: {}", at.empty() ? "" : " (in " + at + ")",
                                    sanitize_utf8(e.what())),
-                       at.empty() ? std::nullopt : std::optional<std::string>(at), "invalid_json");
+                       param(at), "invalid_json");
   } catch (const json::exception& e) {
     // out_of_range.406: a number beyond double's range (1e999999, a 400-digit integer).
-    const std::string at = where();
+    const size_t number = first_overflowing_number(text);
+    const std::string at = number == std::string_view::npos ? "" : scan_json_text(text, max_depth, number).path;
     return bad_request(fmt::format("{} holds a number kvgate cannot represent: {}", at.empty() ? "the body" : at,
                                    sanitize_utf8(e.what())),
-                       at.empty() ? std::nullopt : std::optional<std::string>(at), "invalid_number");
+                       param(at), "invalid_number");
   }
   return std::nullopt;
 }

@@ -1,8 +1,13 @@
 #include "gateway/request_limits.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include "gateway/relaxed_json.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -54,6 +59,80 @@ ApiError request_too_large(std::string message) {
   ApiError e = bad_request(std::move(message), std::nullopt, "request_too_large");
   e.status = 413;
   return e;
+}
+
+JsonTextScan scan_json_text(std::string_view text, size_t max_depth, size_t stop_at) {
+  struct Frame {
+    bool object;
+    std::string_view key;
+    size_t index = 0;
+  };
+  std::vector<Frame> frames;
+  std::string_view last_string;
+  JsonTextScan out;
+  auto path = [&frames] {
+    std::string p;
+    for (const auto& f : frames) {
+      if (!f.object) {
+        p += fmt::format("[{}]", f.index);
+      } else if (!f.key.empty()) {
+        if (!p.empty()) p += '.';
+        p += f.key;
+      }
+    }
+    if (p.size() > 120) p = p.substr(0, 120) + "...";  // 500 levels of "[0]" say nothing more
+    return sanitize_utf8(p);
+  };
+  size_t i = 0;
+  for (; i < text.size() && i < stop_at; ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      const size_t begin = i + 1;
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+      if (i >= stop_at) break;  // stopped inside this string: the path is its key's
+      last_string = text.substr(begin, std::min(i, text.size()) - begin);
+    } else if (c == '[' || c == '{') {
+      if (frames.size() >= max_depth) {
+        out.exceeded = true;
+        break;
+      }
+      frames.push_back({c == '{', {}, 0});
+    } else if ((c == ']' || c == '}') && !frames.empty()) {
+      frames.pop_back();
+      if (!frames.empty() && frames.back().object) frames.back().key = {};
+    } else if (c == ':' && !frames.empty() && frames.back().object) {
+      frames.back().key = last_string;
+    } else if (c == ',' && !frames.empty()) {
+      if (frames.back().object) {
+        frames.back().key = {};
+      } else {
+        ++frames.back().index;
+      }
+    }
+  }
+  out.offset = std::min(i, text.size());
+  out.path = path();
+  return out;
+}
+
+size_t first_overflowing_number(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t j = i + 1;
+      while (j < text.size() && std::string_view("0123456789.eE+-").find(text[j]) != std::string_view::npos) ++j;
+      const std::string number(text.substr(i, j - i));
+      if (std::isinf(std::strtod(number.c_str(), nullptr))) return i;
+      i = j - 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
 size_t json_text_depth_exceeded_at(std::string_view text, size_t max_depth) {

@@ -25,14 +25,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
-#include "gateway/chat_request.h"
 
 namespace kvgate::gateway {
+
+// The nesting bound of any JSON kvgate parses from a client (containers; the body itself
+// counts as one).
+inline constexpr size_t kMaxJsonDepth = 512;
 
 struct RequestLimits {
   size_t max_depth = kMaxJsonDepth;
@@ -46,6 +50,20 @@ std::optional<ApiError> check_chat_limits(const nlohmann::json& body, const Requ
 
 // A 413 for a request whose work passed a time limit (token counting, compaction).
 ApiError request_too_large(std::string message);
+
+// A linear scan of JSON text without parsing it (strings skipped, no recursion, no
+// allocation beyond one frame per open container): where nesting first passes `max_depth`,
+// and the path ("metadata[0][0]", "messages[2].content") at the first of that point or
+// byte `stop_at`. Meaningful for valid JSON up to that point; harmless on anything else.
+struct JsonTextScan {
+  bool exceeded = false;  // nesting passed max_depth (at `offset`)
+  size_t offset = 0;      // where the scan stopped
+  std::string path;       // of the value at `offset` (sanitised to valid UTF-8)
+};
+JsonTextScan scan_json_text(std::string_view text, size_t max_depth, size_t stop_at = std::string_view::npos);
+
+// The offset of the first number outside strings that overflows a double (npos if none).
+size_t first_overflowing_number(std::string_view text);
 
 // The deepest container nesting of JSON text (strings skipped, without parsing or
 // recursion), and the byte offset where it first passes `max_depth` (npos if it does not).

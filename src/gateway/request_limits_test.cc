@@ -24,6 +24,20 @@ TEST(RequestLimitsTest, TextDepthSkipsStringsAndFindsTheOffset) {
   EXPECT_EQ(json_text_depth_exceeded_at(std::string(100000, '['), 512), 512u);
 }
 
+TEST(RequestLimitsTest, ScanNamesThePathWhereItStops) {
+  const std::string doc = R"({"a":1,"messages":[{"role":"user","content":"x\"y"},{"k":[[1,2],[3]]}],"z":2})";
+  EXPECT_EQ(scan_json_text(doc, 512, doc.find("x\\")).path, "messages[0].content");
+  EXPECT_EQ(scan_json_text(doc, 512, doc.find("3]")).path, "messages[1].k[1][0]");
+  EXPECT_EQ(scan_json_text(doc, 512, doc.find("2}")).path, "z");
+  EXPECT_FALSE(scan_json_text(doc, 512).exceeded);
+  const JsonTextScan deep = scan_json_text(doc, 4);
+  EXPECT_TRUE(deep.exceeded);
+  EXPECT_EQ(deep.offset, doc.find("[1,2"));
+  EXPECT_EQ(deep.path, "messages[1].k[0]");
+  EXPECT_EQ(first_overflowing_number(R"({"a":1e308,"b":"1e999","c":-1e999})"), 27u);
+  EXPECT_EQ(first_overflowing_number(R"({"a":1})"), std::string_view::npos);
+}
+
 TEST(RequestLimitsTest, MessageCountIsBounded) {
   RequestLimits limits{.max_messages = 100};
   EXPECT_FALSE(check_chat_limits(chat(100), limits));

@@ -152,7 +152,8 @@ Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
   out.render_ms = ms_since(t0);
   KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out, until));
   std::lock_guard lock(mu_);
-  out.tokens = static_cast<uint64_t>(static_cast<int64_t>(n) + offset_.value_or(0));
+  // A learned offset never makes a count negative (an engine that under-reports).
+  out.tokens = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(n) + offset_.value_or(0)));
   ++stats_.counts;
   return out;
 }
