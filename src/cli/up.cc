@@ -103,6 +103,18 @@ uint64_t longest_token_bytes(const gguf::File& f) {
   return longest;
 }
 
+// The engine's key goes in a 0600 file passed with --api-key-file where the build has it:
+// its command line (/proc/PID/cmdline) is readable by every local user.
+Status write_engine_key(const plan::ServerCaps& caps, const fs::path& key_file, plan::ServerSettings& settings) {
+  if (!caps.accepts("--api-key-file /dev/null")) {
+    say("warning: this llama-server build has no --api-key-file: its key is on its command line");
+    return {};
+  }
+  KV_TRY(util::write_private_file(key_file, *settings.api_key + "\n"));
+  settings.api_key_file = key_file.string();
+  return {};
+}
+
 std::string mib(uint64_t bytes) { return util::format_mib(bytes) + " MiB"; }
 
 std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t>& budget) {
@@ -186,12 +198,7 @@ int run_up(int argc, char** argv) {
           : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
   if (auto st = util::make_private_dir(instance_dir); !st) return fail(st.error().message());
   const fs::path key_file = instance_dir / "engine.key";
-  if (caps.accepts("--api-key-file /dev/null")) {
-    if (auto st = util::write_private_file(key_file, *settings.api_key + "\n"); !st) return fail(st.error().message());
-    settings.api_key_file = key_file.string();
-  } else {
-    say("warning: this llama-server build has no --api-key-file: its key is on its command line");
-  }
+  if (auto st = write_engine_key(caps, key_file, settings); !st) return fail(st.error().message());
 
   // 3. The plan.
   auto gguf_file = gguf::File::open(*model);
