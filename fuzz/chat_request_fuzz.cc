@@ -4,9 +4,22 @@
 // conversation's hash chain. Nothing may crash; a body that validates must keep validating
 // after each step (the steps never make a valid request invalid), and the steps are
 // deterministic.
+//
+// Two amplifiers reach what short inputs cannot:
+//   - depth: each '@' in the input becomes D opening brackets and each '~' D closing ones,
+//     D = 1,000 × the input's first byte (up to 255,000 levels), so a deep value can sit in
+//     any field of any corpus body. An accepted body is then copied, moved, assigned into
+//     and dumped the way the gateway does (chat.cc: `json b = body`, body.dump() for
+//     /apply-template, dump_json for logs): the unbounded parse of the past died here.
+//   - cost: the work of an accepted body (messages, bytes handed to hashing and to the token
+//     counter) must stay within a constant factor of the input bytes and the message bound,
+//     and one run within a time proportional to its input.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +28,7 @@
 #include "gateway/history_repair.h"
 #include "gateway/normalize.h"
 #include "gateway/relaxed_json.h"
+#include "gateway/request_limits.h"
 #include "gateway/stabiliser.h"
 #include "gateway/thinking.h"
 
@@ -27,10 +41,24 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+const RequestLimits kLimits{.max_messages = 64, .context_tokens = 256, .max_token_bytes = 16};
+
+// What the gateway does with an accepted body besides reading it: copies (count_view's
+// `json b = body`), assignment of the messages into a copy, a move, and dumps.
+void copy_like_the_gateway(const json& body) {
+  json b = body;
+  b["messages"] = body["messages"];
+  json moved = std::move(b);
+  check(moved.dump() == body.dump());
+  check(!dump_json(moved).empty());
+}
+
 // The gateway's preprocessing of one body; returns the final body (null when refused).
 json preprocess(std::string_view text, bool thinking_default) {
   json raw;
   if (parse_json_body(text, raw)) return nullptr;
+  check(json_depth_within(raw, kMaxJsonDepth));
+  if (check_chat_limits(raw, kLimits)) return nullptr;
   if (raw.is_object() && raw.contains("messages") && raw["messages"].is_array()) {
     const bool had_tools = raw.contains("tools");
     auto rh = repair_history(raw["messages"], had_tools ? raw["tools"] : json());
@@ -50,15 +78,47 @@ json preprocess(std::string_view text, bool thinking_default) {
   check(!validate_chat_body(req.body).has_value());
   const auto chain = chain_hashes(req.body["messages"]);
   check(chain.size() == req.body["messages"].size());
+  check(req.body["messages"].size() <= kLimits.max_messages);
+  copy_like_the_gateway(req.body);
   return req.body;
+}
+
+// '@' → D × '[', '~' → D × ']' (D from the first byte); other bytes as they are.
+std::string amplify(std::string_view in) {
+  if (in.empty() || (in.find('@') == std::string_view::npos && in.find('~') == std::string_view::npos)) {
+    return std::string(in);
+  }
+  const size_t depth = 1000 * static_cast<uint8_t>(in[0]);
+  std::string out;
+  for (char c : in.substr(1)) {
+    if (c == '@') {
+      out.append(depth, '[');
+    } else if (c == '~') {
+      out.append(depth, ']');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string_view text(reinterpret_cast<const char*>(data), size);
+  const std::string body = amplify(std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string_view text(body);
   const bool thinking = size % 2 == 1;
+  const auto t0 = std::chrono::steady_clock::now();
   json a = preprocess(text, thinking);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Linear work: generous for sanitizer builds (about 100 ns per byte natively).
+  const double budget_ms = 200.0 + 0.05 * static_cast<double>(text.size());
+  if (ms > budget_ms) {
+    std::fprintf(stderr, "preprocessing %zu bytes took %.1f ms (budget %.1f ms)\n", text.size(), ms, budget_ms);
+    std::abort();
+  }
+  // What reaches hashing and the token counter stays proportional to the input.
+  if (a.is_object()) check(dump_json(a).size() <= 8 * text.size() + 4096);
   json b = preprocess(text, thinking);
   check(dump_json(a) == dump_json(b));
   // parse_chat_request (no repair) must agree with itself and never throw.

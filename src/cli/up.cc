@@ -41,6 +41,7 @@
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
 #include "util/net.h"
+#include "util/private_files.h"
 #include "util/units.h"
 
 namespace kvgate::cli {
@@ -87,6 +88,31 @@ Result<fs::path> resolve_model(const std::optional<std::string>& given) {
   fs::rename(tmp, path, ec);
   if (ec) return Error(fmt::format("cannot move the default model into place: {}", ec.message()));
   return path;
+}
+
+// Bytes of the model's longest vocabulary entry: no token the engine produces covers more
+// bytes of text (byte-level BPE stores each byte as one or two UTF-8 bytes, SentencePiece a
+// space as three), so a text of B bytes is at least B / this many tokens. 0 when unknown.
+uint64_t longest_token_bytes(const gguf::File& f) {
+  const gguf::Value* tokens = f.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || !tokens->is_array()) return 0;
+  uint64_t longest = 0;
+  for (const gguf::Value v : *tokens) {
+    if (auto s = v.as_string()) longest = std::max<uint64_t>(longest, s->size());
+  }
+  return longest;
+}
+
+// The engine's key goes in a 0600 file passed with --api-key-file where the build has it:
+// its command line (/proc/PID/cmdline) is readable by every local user.
+Status write_engine_key(const plan::ServerCaps& caps, const fs::path& key_file, plan::ServerSettings& settings) {
+  if (!caps.accepts("--api-key-file /dev/null")) {
+    say("warning: this llama-server build has no --api-key-file: its key is on its command line");
+    return {};
+  }
+  KV_TRY(util::write_private_file(key_file, *settings.api_key + "\n"));
+  settings.api_key_file = key_file.string();
+  return {};
 }
 
 std::string mib(uint64_t bytes) { return util::format_mib(bytes) + " MiB"; }
@@ -164,6 +190,15 @@ int run_up(int argc, char** argv) {
   settings.model_path = model->string();
   settings.n_gpu_layers = cfg.n_gpu_layers.value_or(caps.gpu_offload ? -1 : 0);
   settings.api_key = random_key();
+  // The instance's own directory (0700): sessions (unless --state-dir none) and the engine's
+  // key file (0600), which keeps the key off the engine's command line.
+  const fs::path instance_dir =
+      cfg.state_dir && *cfg.state_dir != "none"
+          ? fs::path(*cfg.state_dir)
+          : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  if (auto st = util::make_private_dir(instance_dir); !st) return fail(st.error().message());
+  const fs::path key_file = instance_dir / "engine.key";
+  if (auto st = write_engine_key(caps, key_file, settings); !st) return fail(st.error().message());
 
   // 3. The plan.
   auto gguf_file = gguf::File::open(*model);
@@ -228,6 +263,11 @@ int run_up(int argc, char** argv) {
   go.keepalive = std::chrono::milliseconds(cfg.keepalive.count());
   go.model_name = settings.alias.value_or(model->filename().string());
   go.context_tokens = memory->n_ctx_slot;
+  go.max_messages = cfg.max_messages;
+  go.max_token_bytes = longest_token_bytes(*gguf_file);
+  go.count_time_limit = cfg.count_timeout;
+  go.compaction_options.time_limit = cfg.compaction_timeout;
+  go.compaction_options.summary_prompt_limit = memory->n_ctx_slot;
   const uint64_t high = cfg.high_watermark && cfg.high_watermark->tokens ? *cfg.high_watermark->tokens
                         : cfg.high_watermark && cfg.high_watermark->fraction
                             ? static_cast<uint64_t>(static_cast<double>(memory->n_ctx_slot) * *cfg.high_watermark->fraction)
@@ -263,11 +303,8 @@ int run_up(int argc, char** argv) {
   gateway::Gateway gw(go, upstream);
   std::string state_note = "sessions in memory only";
   if (cfg.state_dir.value_or("") != "none") {
-    const fs::path state_dir = cfg.state_dir ? fs::path(*cfg.state_dir)
-                                             : engine::cache_root() / "state" /
-                                                   fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
-    if (auto st = gw.open_store(state_dir / "sessions.db"); !st) return fail(st.error().message());
-    state_note = "sessions kept in " + (state_dir / "sessions.db").string();
+    if (auto st = gw.open_store(instance_dir / "sessions.db"); !st) return fail(st.error().message());
+    state_note = "sessions kept in " + (instance_dir / "sessions.db").string();
   }
   uint64_t seen_generation = 0;
   supervisor.add_listener([&gw, &seen_generation](const engine::Transition&, const engine::SupervisorStatus& st) {
@@ -339,6 +376,8 @@ int run_up(int argc, char** argv) {
   // finish and stop() returns promptly.
   supervisor.stop();
   server_front.stop();
+  std::error_code ec;
+  fs::remove(key_file, ec);  // the next start writes a new key
   return exit_code;
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/pinned.h"
@@ -193,6 +194,65 @@ TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
   EXPECT_FALSE(process_exists(engine));
   EXPECT_NE(up.output().find("engine ready -> stopped: stop requested"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir_ / "logs" / "engine.log"));
+}
+
+unsigned mode_of(const fs::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return 01000;  // missing: never a valid mode
+  return st.st_mode & 0777;
+}
+
+// Secrets on the box: the engine's key is not on its command line (/proc/PID/cmdline is
+// readable by every local user) but in a 0600 file, and the state directory, the session
+// store with its WAL and shared memory, and the logs are owner-only — under the umask most
+// systems have (022), which once left them 0644 in 0755 directories.
+TEST_F(UpE2eTest, KeyOffTheCommandLineAndStateOwnerOnly) {
+  const fs::path state = dir_ / "state";
+  const mode_t old_umask = ::umask(022);
+  Up up(args(model_, port_, {"--state-dir", state.string()}));
+  ::umask(old_umask);
+  ASSERT_TRUE(up.wait_for("gateway: http://")) << up.output();
+  // One turn, so the WAL holds conversation text.
+  httplib::Client client("127.0.0.1", port_);
+  client.set_read_timeout(std::chrono::seconds(60));
+  auto res = client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})",
+                         "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  const pid_t engine = up.engine_pid();
+  ASSERT_GT(engine, 0);
+  std::ifstream cmdline_file(fmt::format("/proc/{}/cmdline", engine), std::ios::binary);
+  std::string cmdline((std::istreambuf_iterator<char>(cmdline_file)), std::istreambuf_iterator<char>());
+  std::ifstream key_in(state / "engine.key");
+  std::string key;
+  std::getline(key_in, key);
+  ASSERT_EQ(key.size(), 32u) << "the key file holds the engine's key";
+  EXPECT_EQ(cmdline.find(key), std::string::npos) << "the key is on the engine's command line";
+  EXPECT_EQ(cmdline.find(std::string("--api-key") + '\0'), std::string::npos);
+  EXPECT_NE(cmdline.find(std::string("--api-key-file") + '\0' + (state / "engine.key").string()), std::string::npos);
+  // The key file is what protects the engine: without the key it refuses.
+  const uint16_t engine_port = [&] {
+    static const std::regex re(R"(engine pid \d+ on http://127\.0\.0\.1:(\d+))");
+    std::smatch m;
+    const std::string out = up.output();
+    return std::regex_search(out, m, re) ? static_cast<uint16_t>(std::stoi(m[1])) : uint16_t{0};
+  }();
+  ASSERT_GT(engine_port, 0) << up.output();
+  httplib::Client direct("127.0.0.1", engine_port);
+  auto bypass = direct.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1})",
+                            "application/json");
+  ASSERT_TRUE(bypass);
+  EXPECT_EQ(bypass->status, 401);
+  EXPECT_EQ(mode_of(state), 0700u);
+  EXPECT_EQ(mode_of(state / "engine.key"), 0600u);
+  EXPECT_EQ(mode_of(state / "sessions.db"), 0600u);
+  EXPECT_EQ(mode_of(state / "sessions.db-wal"), 0600u);
+  EXPECT_EQ(mode_of(state / "sessions.db-shm"), 0600u);
+  EXPECT_EQ(mode_of(dir_ / "logs"), 0700u);
+  EXPECT_EQ(mode_of(dir_ / "logs" / "engine.log"), 0600u);
+  ::kill(up.process().pid(), SIGTERM);
+  EXPECT_EQ(up.wait_exit(), 0);
+  EXPECT_FALSE(fs::exists(state / "engine.key")) << "the key file is removed at exit";
 }
 
 TEST_F(UpE2eTest, KilledKvgateLeavesNoEngine) {

@@ -69,6 +69,9 @@ constexpr UpOptionInfo kOptions[] = {
     {"queue-timeout", "longest wait for the engine before a 429 with Retry-After (default 2m)"},
     {"upstream-timeout", "engine silence tolerated before a 504 or an in-stream error (default 5m; longer for long prompts)"},
     {"generation-timeout", "added to the upstream time-out for a non-streamed answer (default 10m)"},
+    {"max-messages", "messages one chat request may carry; more get 413 (default 4096)"},
+    {"count-timeout", "longest time counting one prompt's tokens may take; then 413 (default 30s)"},
+    {"compaction-timeout", "longest time one compaction may take; then 400 (default 60s)"},
 };
 
 bool known(std::string_view name) {
@@ -398,6 +401,12 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       KV_TRY(duration(c.upstream_timeout));
     } else if (name == "generation-timeout") {
       KV_TRY(duration(c.generation_timeout));
+    } else if (name == "max-messages") {
+      KV_ASSIGN_OR_RETURN(c.max_messages, number<uint32_t>(name, v, 1, 1000000));
+    } else if (name == "count-timeout") {
+      KV_TRY(duration(c.count_timeout));
+    } else if (name == "compaction-timeout") {
+      KV_TRY(duration(c.compaction_timeout));
     } else if (name == "health-interval") {
       KV_TRY(duration(c.timing.health_interval));
     } else if (name == "probe-timeout") {

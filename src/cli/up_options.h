@@ -102,6 +102,11 @@ struct UpConfig {
   engine::Millis queue_timeout{120000};
   engine::Millis upstream_timeout{300000};
   engine::Millis generation_timeout{600000};
+  // Work per request (gateway/request_limits.h): messages per chat request, and time limits
+  // on counting one prompt's tokens and on one compaction.
+  uint32_t max_messages = 4096;
+  engine::Millis count_timeout{30000};
+  engine::Millis compaction_timeout{60000};
 };
 using Watermark = UpConfig::Watermark;
 Result<UpConfig> resolve_up_options(const UpOptions& options);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "util/private_files.h"
+
 namespace kvgate::engine {
 
 namespace fs = std::filesystem;
@@ -9,8 +11,11 @@ namespace fs = std::filesystem;
 Result<std::unique_ptr<RotatingLog>> RotatingLog::open(fs::path path, uint64_t max_bytes, int keep) {
   if (max_bytes == 0) return Error("log size limit must be positive");
   if (keep < 0) return Error("the number of rotated logs to keep cannot be negative");
+  // The engine's output quotes prompts and errors: owner-only, like the session store.
+  const std::string what = fmt::format("cannot open log file '{}'", path.string());
+  if (path.has_parent_path()) KV_TRY(util::make_private_dir(path.parent_path()).with_context(what));
+  KV_TRY(util::make_private_file(path).with_context(what));
   std::error_code ec;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   std::unique_ptr<RotatingLog> log(new RotatingLog(path, max_bytes, keep));
   log->out_.open(path, std::ios::app | std::ios::binary);
   if (!log->out_) return Error(fmt::format("cannot open log file '{}'", path.string()));
@@ -32,6 +37,7 @@ void RotatingLog::rotate() {
     fs::rename(path_, path_.string() + ".1", ec);
   }
   out_.clear();
+  (void)util::make_private_file(path_);  // the new file starts 0600 (a failure shows as a closed log)
   out_.open(path_, std::ios::trunc | std::ios::binary);
   size_ = 0;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "util/net.h"
+#include "util/private_files.h"
 
 namespace kvgate::engine {
 
@@ -20,8 +21,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(ServerLaunch launch)
   server->ring_limit_ = launch.ring_lines;
   server->observer_ = std::move(launch.on_line);
   if (launch.log_file) {
-    std::error_code ec;
-    std::filesystem::create_directories(launch.log_file->parent_path(), ec);
+    KV_TRY(util::make_private_dir(launch.log_file->parent_path()).with_context("engine log"));
+    KV_TRY(util::make_private_file(*launch.log_file).with_context("engine log"));
     server->log_.open(*launch.log_file, std::ios::app);
     if (!server->log_) return Error(fmt::format("cannot open log file '{}'", launch.log_file->string()));
   }
@@ -31,7 +32,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(ServerLaunch launch)
   ServerProcess* raw = server.get();
   KV_ASSIGN_OR_RETURN(server->process_,
                       util::Subprocess::spawn({.argv = server->argv_,
-                                               .unset_env_prefixes = {"LLAMA_ARG_"},
+                                               .unset_env_prefixes = {"LLAMA_ARG_", "LLAMA_API_KEY"},
                                                .on_line = [raw](std::string_view l) { raw->on_line(l); }}));
   return server;
 }

@@ -2,7 +2,11 @@
 //
 // start() spawns the binary with the given flags plus --host/--port (a free loopback port
 // unless one is given), in its own process group, with LLAMA_ARG_* variables removed from
-// its environment (the engines re-read them over the command line). Its output is kept as
+// its environment (the engines re-read them over the command line) and LLAMA_API_KEY too
+// (mainline adds that key to the ones it accepts when --api-key is not given, which with
+// --api-key-file would let a key kvgate does not know past the gateway). The engine's key
+// belongs in a 0600 file passed with --api-key-file (plan/launch_args.h), never in `args`
+// where /proc/PID/cmdline shows it to every local user. Its output is kept as
 // lines in a bounded ring buffer and, optionally, appended to a log file; observers can
 // subscribe to lines as they arrive (startup verification reads the live log this way).
 //
@@ -35,7 +39,7 @@ struct ServerLaunch {
   std::vector<std::string> args;  // everything but --host/--port
   std::string host = "127.0.0.1";
   uint16_t port = 0;              // 0: pick a free loopback port
-  std::optional<std::filesystem::path> log_file;
+  std::optional<std::filesystem::path> log_file;  // created 0600 (directory 0700)
   size_t ring_lines = 5000;
   std::function<void(std::string_view line)> on_line;  // called from the reader thread
 };

@@ -125,7 +125,8 @@ TEST(AbuseTest, OversizedInputIsRefusedBeforeItReachesTheEngine) {
       "abuse_oversized",
       {{"fault",
         "oversized head (64 KiB+, 150 headers, 17 KiB target), 2 GiB Content-Length, oversized chunked body, "
-        "smuggling head, malformed heads, JSON nested 1,000 and 100,000 deep"},
+        "smuggling head, malformed heads, JSON nested 1,000 and 100,000 deep in `content` (every field since the "
+        "parse-time bound: see Hostile request content)"},
        {"expected", "431/414/413/400 in OpenAI format before the body is read; nothing reaches the engine"},
        {"test", "AbuseTest.OversizedInputIsRefusedBeforeItReachesTheEngine"},
        {"faults", 10},

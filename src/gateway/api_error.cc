@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 
+#include "gateway/relaxed_json.h"
+
 namespace kvgate::gateway {
 
 nlohmann::json ApiError::to_json() const {
   nlohmann::json e = extra.is_object() ? extra : nlohmann::json::object();
-  e["message"] = message;
+  // Messages and params quote client input (a path, a session id, a role); that input may be
+  // invalid UTF-8 (a percent-decoded path), which JSON cannot carry and dump() would throw
+  // on: such bytes become U+FFFD here, so every error can be answered.
+  e["message"] = sanitize_utf8(message);
   e["type"] = type;
-  e["param"] = param ? nlohmann::json(*param) : nlohmann::json(nullptr);
+  e["param"] = param ? nlohmann::json(sanitize_utf8(*param)) : nlohmann::json(nullptr);
   e["code"] = code ? nlohmann::json(*code) : nlohmann::json(nullptr);
   return {{"error", e}};
 }

@@ -27,3 +27,20 @@ TEST(ApiErrorTest, NullParamAndExtraFields) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// "no route for GET /\xff" (a percent-decoded path) must still be answerable JSON.
+TEST(ApiErrorTest, InvalidUtf8InTheMessageIsReplacedNotThrown) {
+  const ApiError e = not_found("no route for GET /\xff\xfe\xc3(");
+  std::string body;
+  ASSERT_NO_THROW(body = e.body());
+  const auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j["error"]["message"], "no route for GET /\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd(");
+  ApiError p = bad_request("bad", std::string("a\xc0\x80"));
+  ASSERT_NO_THROW(body = p.body());
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

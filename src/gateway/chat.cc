@@ -11,6 +11,7 @@
 #include "gateway/history_repair.h"
 #include "gateway/intake.h"
 #include "gateway/normalize.h"
+#include "gateway/request_limits.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -78,7 +79,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   // conversation hashes and renders identically from turn to turn.
   json raw_body;
   std::vector<HistoryRepair> repairs;
-  if (auto e = parse_json_body(request.body, raw_body)) {
+  if (auto e = parse_json_body(request.body, raw_body); e || (e = check_chat_limits(raw_body, request_limits()))) {
     rec.status = e->status;
     rec.error_kind = "bad_request";
     metrics_.record(rec);
@@ -234,6 +235,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   }
   uint64_t counted_tokens = 0;
   std::string rendered;
+  std::optional<ApiError> failure;
   const bool need_exact = options_.count_tokens && (!bound || (options_.compaction && high > 0 && *bound + reserve > high));
   if (need_exact) {
     const auto ta = Clock::now();
@@ -247,10 +249,10 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     } else {
       util::log_event(util::LogLevel::kWarn, "token_accounting_failed",
                       {{"session", session->id}, {"error", count.error().message()}});
+      if (is_count_time_limit(count.error())) failure = request_too_large(count.error().message());
     }
   }
-  std::optional<ApiError> failure;
-  if (options_.compaction && high > 0 && counted_tokens > 0 && counted_tokens + reserve > high) {
+  if (!failure && options_.compaction && high > 0 && counted_tokens > 0 && counted_tokens + reserve > high) {
     failure = run_compaction(low > reserve ? low - reserve : low, "watermark");
     if (!failure) {
       view = build_view(conv);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
+#include "gateway/request_limits.h"
 
 namespace kvgate::gateway {
 
@@ -38,7 +39,23 @@ std::optional<ApiError> make_chat_request(nlohmann::json body, ChatRequest& out)
 // Validates an already parsed body (same rules); used for requests built internally too.
 std::optional<ApiError> validate_chat_body(const nlohmann::json& body);
 
-// Parses a JSON request body; a 400 naming the byte position on failure.
-std::optional<ApiError> parse_json_body(std::string_view text, nlohmann::json& out);
+// The largest max_tokens / max_completion_tokens / n_predict accepted (the engines keep it in
+// an int32); -1 means no limit.
+inline constexpr int64_t kMaxReplyTokens = 2147483647;
+
+// Validates a raw text-completion body (/v1/completions): an object with a prompt, stream a
+// boolean, max_tokens / n_predict in range. The rest is the engine's to validate.
+std::optional<ApiError> validate_completion_body(const nlohmann::json& body);
+
+// Parses a JSON request body from a client; a 400 naming where it failed:
+//   - nesting deeper than `max_depth` containers: refused by a linear scan before parsing,
+//     so the deeper value never exists (code nesting_too_deep, param the path to it);
+//   - invalid JSON, including invalid UTF-8 in any string (invalid_json, with the byte
+//     position; the message itself is always valid UTF-8);
+//   - numbers outside double's range, e.g. 1e999999 or a 400-digit integer (invalid_number,
+//     param the field).
+// Every body kvgate parses from a client goes through here.
+std::optional<ApiError> parse_json_body(std::string_view text, nlohmann::json& out,
+                                        size_t max_depth = kMaxJsonDepth);
 
 }  // namespace kvgate::gateway

@@ -1,5 +1,6 @@
 #include "gateway/chat_request.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace kvgate::gateway {
@@ -47,7 +48,7 @@ TEST(ChatRequestTest, ErrorsNameTheField) {
            {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream", "stream must be a boolean"},
            {R"({"messages":[{"role":"user","content":"x"}],"n":2})", "n", "only n = 1"},
            {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"many"})", "max_tokens", "must be an integer"},
-           {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-5})", "max_tokens", "at least -1"},
+           {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":-5})", "max_tokens", "from -1 to 2147483647"},
            {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":""}}]})", "tools[0].function.name", "non-empty"},
        }) {
     auto err = parse(c.body);
@@ -65,12 +66,87 @@ TEST(ChatRequestTest, ErrorsNameTheField) {
 TEST(ChatRequestTest, DeeplyNestedJsonDoesNotCrash) {
   std::string deep(100000, '[');
   EXPECT_TRUE(parse(deep));
-  std::string nested = R"({"messages":[{"role":"user","content":"x"}],"extra":)" + std::string(5000, '[') + std::string(5000, ']') + "}";
-  EXPECT_FALSE(parse(nested));
-  // Half a million levels: parsing and destruction must not recurse on the stack.
-  std::string very = R"({"messages":[{"role":"user","content":"x"}],"extra":)" + std::string(500000, '[') +
-                     std::string(500000, ']') + "}";
-  EXPECT_FALSE(parse(very));
+  // The body object is level 1: 511 arrays inside it are the deepest accepted.
+  auto nested = [](size_t n) {
+    return R"({"messages":[{"role":"user","content":"x"}],"extra":)" + std::string(n, '[') + std::string(n, ']') + "}";
+  };
+  EXPECT_FALSE(parse(nested(kMaxJsonDepth - 1)));
+  auto err = parse(nested(kMaxJsonDepth));
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->status, 400);
+  EXPECT_EQ(err->code, "nesting_too_deep");
+  EXPECT_NE(err->message.find("deeper than 512 levels"), std::string::npos) << err->message;
+  EXPECT_EQ(err->param.value_or("").substr(0, 8), "extra[0]") << err->message;
+  // Half a million levels: refused while parsing, nothing recurses on the stack.
+  err = parse(nested(500000));
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->code, "nesting_too_deep");
+}
+
+// The measured crash: 100,000 levels in a field kvgate does not look at. The accepted body
+// is then copied and dumped the way the gateway does (json copies and dump() recurse).
+TEST(ChatRequestTest, DeepValueInAnUncheckedFieldIsRefused) {
+  const std::string body = R"({"max_tokens":1,"messages":[{"role":"user","content":"hi"}],"metadata":)" +
+                           std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto err = parse(body);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->status, 400);
+  EXPECT_EQ(err->type, "invalid_request_error");
+  EXPECT_EQ(err->param.value_or("").rfind("metadata", 0), 0u) << *err->param;
+  for (const char* field : {"metadata", "tools", "response_format", "stop"}) {
+    const std::string b = fmt::format(R"({{"messages":[{{"role":"user","content":"hi"}}],"{}":{}{}}})", field,
+                                      std::string(600, '['), std::string(600, ']'));
+    auto e = parse(b);
+    ASSERT_TRUE(e) << field;
+    EXPECT_EQ(e->code, "nesting_too_deep") << field;
+  }
+  // What is accepted can be copied and dumped.
+  ChatRequest r;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"metadata":)" +
+                                      std::string(511, '[') + std::string(511, ']') + "}",
+                                  r));
+  nlohmann::json copy = r.body;
+  EXPECT_GT(copy.dump().size(), 1000u);
+}
+
+// Exact bytes of the measured 500s: each is a 400 naming the field, and the message is
+// valid UTF-8 (the error answer itself is JSON).
+TEST(ChatRequestTest, MalformedBytesAndNumbersAre400sNamingTheField) {
+  struct Case { std::string body; const char* param; const char* code; };
+  const std::vector<Case> cases = {
+      {"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\xc3(\"}]}", "messages[0].content", "invalid_json"},
+      {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\xc0\x80\"}]}", "messages[0].content", "invalid_json"},
+      {"{\"messages\":[{\"role\":\"\xff\xfe\",\"content\":\"hi\"}]}", "messages[0].role", "invalid_json"},
+      {"{\"messages\":[{\"role\":\"user\",\"content\":\"\\udc00\"}]}", "messages[0].content", "invalid_json"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"temperature":1e999999})", "temperature", "invalid_number"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":)" + std::string(400, '9') + "}", "max_tokens",
+       "invalid_number"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":18446744073709551615})", "max_tokens",
+       "invalid_value"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775807})", "max_tokens",
+       "invalid_value"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"n_predict":2147483648})", "n_predict", "invalid_value"},
+      {R"({"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":-2})", "max_completion_tokens",
+       "invalid_value"},
+  };
+  for (const auto& c : cases) {
+    auto err = parse(c.body);
+    ASSERT_TRUE(err) << c.body;
+    EXPECT_EQ(err->status, 400) << c.body;
+    EXPECT_EQ(err->code, std::string(c.code)) << err->message;
+    EXPECT_EQ(err->param, std::string(c.param)) << err->message;
+    EXPECT_NO_THROW((void)err->to_json().dump()) << c.body;
+  }
+  ChatRequest r;
+  // Fields of another type than expected, where the request is read, never throw.
+  ASSERT_FALSE(parse_chat_request(
+      R"({"messages":[{"role":"user","content":"hi"}],"stream":null,"stream_options":{"include_usage":"yes"}})", r));
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2147483647})", r));
+  EXPECT_EQ(r.max_tokens, 2147483647);
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})", r));
+  EXPECT_EQ(r.max_tokens, -1);
 }
 
 }  // namespace

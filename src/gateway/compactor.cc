@@ -119,6 +119,25 @@ void apply_cut(Conversation& c, uint64_t u) {
   if (c.summary && c.summary->anchor < u) c.summary->anchor = u;
 }
 
+// compact()'s time limit. Every step of the ladder counts through a check of it, so it is
+// checked before each engine call (one call is bounded by the counter's own time limit).
+class TimeLimit {
+ public:
+  explicit TimeLimit(std::chrono::milliseconds limit)
+      : limit_(limit), deadline_(limit.count() > 0 ? Clock::now() + limit : Clock::time_point::max()) {}
+  Status check() const {
+    if (Clock::now() < deadline_) return {};
+    return Error(fmt::format("compaction took longer than {} ms (kvgate up --compaction-timeout) and was abandoned; "
+                             "the conversation is too long to compact in time: send a shorter history",
+                             limit_.count()));
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::chrono::milliseconds limit_;
+  Clock::time_point deadline_;
+};
+
 }  // namespace
 
 std::string extractive_summary(const Conversation& c, uint64_t until, size_t max_chars) {
@@ -157,8 +176,17 @@ std::string extractive_summary(const Conversation& c, uint64_t until, size_t max
 }
 
 Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_t first_new,
-                                 const ViewCountFn& count_view, const TextCountFn& count_text,
+                                 const ViewCountFn& count_view_fn, const TextCountFn& count_text_fn,
                                  const SummarizeFn& summarize, const CompactionOptions& opt) {
+  const TimeLimit limit(opt.time_limit);
+  auto count_view = [&](const json& view) -> Result<uint64_t> {
+    KV_TRY(limit.check());
+    return count_view_fn(view);
+  };
+  auto count_text = [&](const std::string& text) -> Result<uint64_t> {
+    KV_TRY(limit.check());
+    return count_text_fn(text);
+  };
   CompactionResult r;
   r.conversation = c;
   Conversation& cv = r.conversation;
@@ -232,7 +260,12 @@ Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_
     }
     const uint64_t u = cuts[last_fits ? lo : cuts.size() - 1];
     std::string text;
-    if (summarize) {
+    if (opt.summary_prompt_limit > 0 && tokens > opt.summary_prompt_limit) {
+      r.summary_error = fmt::format("the view ({} tokens) is larger than the engine's context ({} tokens)", tokens,
+                                    opt.summary_prompt_limit);
+    } else if (!limit.check().ok()) {
+      r.summary_error = "no time left for a model summary";
+    } else if (summarize) {
       auto s = summarize(cv, u, opt.summary_max_tokens);
       if (s.ok() && !s->empty()) {
         text = *s;

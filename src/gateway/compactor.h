@@ -10,7 +10,7 @@
 //       tool calls and its tool results go together); the system message and the most
 //       recent user message always stay.
 // The result always fits, or compact() says exactly why it cannot (the system message plus
-// the newest user message alone exceed the target).
+// the newest user message alone exceed the target, or `time_limit` passed).
 //
 // compact() is deterministic given its inputs and does no I/O itself: counting and
 // summarising are callbacks, so it is unit-testable and the gateway decides how to reach
@@ -35,6 +35,13 @@ struct CompactionOptions {
   uint64_t l1_keep_tokens = 1024;       // what a truncated message keeps (3/4 head, 1/4 tail)
   uint64_t summary_max_tokens = 512;
   bool summary_after_tail = false;      // layout for engines that shift cached chunks
+  // The time one compact() may take (its counting and summary calls included); past it,
+  // compact() fails with an error saying so. Zero: no limit.
+  std::chrono::milliseconds time_limit{0};
+  // The model summary is asked as a continuation of the current view; a view larger than
+  // this (tokens; the engine's context) cannot be sent, so the summary is extractive.
+  // Zero: no limit.
+  uint64_t summary_prompt_limit = 0;
 };
 
 // Exact prompt tokens of a view (the messages sent upstream, with tools etc.).

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
+#include <thread>
 
 namespace kvgate::gateway {
 namespace {
@@ -172,6 +174,46 @@ TEST(CompactorTest, ToolCallAndResultsStayTogether) {
       EXPECT_TRUE(calls.count(m["tool_call_id"])) << m.dump();
     }
   }
+}
+
+// The measured case: 100,000 messages took 156.6 s of compaction. Whatever the counting
+// costs, compact() gives up at its time limit with an error that says so.
+TEST(CompactorTest, TimeLimitBoundsACompaction) {
+  Conversation c = agent(200, 200);
+  int calls = 0;
+  ViewCountFn slow = [&](const json& view) -> Result<uint64_t> {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    return count_view(view);
+  };
+  CompactionOptions o{.time_limit = std::chrono::milliseconds(100)};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = compact(c, 3000, c.length, slow, count_text, fixed_summary("s"), o);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("compaction took longer than 100 ms"), std::string::npos) << r.error().message();
+  EXPECT_LT(ms, 1000);
+  EXPECT_LE(calls, 5);
+  // Without the limit the same compaction completes.
+  EXPECT_TRUE(compact(c, 3000, c.length, count_view, count_text, fixed_summary("s"), {}).ok());
+}
+
+// A view larger than the engine's context cannot be sent as a summary prompt (the measured
+// case sent 600,090 tokens): the summary is extractive instead.
+TEST(CompactorTest, NoModelSummaryForAViewLargerThanTheContext) {
+  Conversation c = agent(20, 2000);
+  int calls = 0;
+  const uint64_t before = *count_view(build_view(c));
+  CompactionOptions o{.summary_prompt_limit = before / 2};
+  auto r = compact(c, 2000, c.length, count_view, count_text, fixed_summary("model summary", &calls), o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(r->summary_source, "extractive");
+  EXPECT_NE(r->summary_error.find("larger than the engine's context"), std::string::npos) << r->summary_error;
+  o.summary_prompt_limit = before * 2;
+  r = compact(c, 2000, c.length, count_view, count_text, fixed_summary("model summary", &calls), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace

@@ -48,9 +48,20 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       slots_(options_.slots),
       tokens_(*upstream_),
       prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
-      admission_(admission_options(options_)) {}
+      admission_(admission_options(options_)) {
+  tokens_.set_time_limit(options_.count_time_limit);
+  // A model summary is a continuation of the view: one larger than the context cannot be sent.
+  auto& co = options_.compaction_options;
+  if (co.summary_prompt_limit == 0 && options_.context_tokens) co.summary_prompt_limit = *options_.context_tokens;
+}
 
 Gateway::~Gateway() = default;
+
+RequestLimits Gateway::request_limits() {
+  RequestLimits l{.max_messages = options_.max_messages, .max_token_bytes = options_.max_token_bytes};
+  if (l.max_token_bytes > 0) l.context_tokens = context_tokens();
+  return l;
+}
 
 // The route table: method, path (exact, or a prefix), whether the API key is needed.
 struct Gateway::RouteTable {
@@ -290,9 +301,8 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   const auto t0 = std::chrono::steady_clock::now();
   json body;
   if (auto e = parse_json_body(request.body, body)) return send_error(writer, *e);
-  if (!body.is_object()) return send_error(writer, bad_request("request body must be a JSON object"));
-  if (!body.contains("prompt")) return send_error(writer, bad_request("prompt is required", "prompt", "missing_field"));
-  RequestRecord rec{.route = "completions", .stream = body.value("stream", false) == true};
+  if (auto e = validate_completion_body(body)) return send_error(writer, *e);
+  RequestRecord rec{.route = "completions", .stream = body.contains("stream") && body["stream"] == true};
   Admission::Ticket ticket;
   if (auto e = admit(fmt::format("completion:{}", ++request_serial_), writer, ticket, rec)) {
     metrics_.record(rec);

@@ -44,6 +44,7 @@
 #include "gateway/api_error.h"
 #include "gateway/compactor.h"
 #include "gateway/reply.h"
+#include "gateway/request_limits.h"
 #include "gateway/session_store.h"
 #include "gateway/stabiliser.h"
 #include "gateway/stream_relay.h"
@@ -78,6 +79,13 @@ struct GatewayOptions {
   // Requests working with the engine and waiting (see admission.h); max_active 0 = `slots`.
   AdmissionOptions admission{.max_active = 0};
   std::string model_name = "kvgate";
+  // Bounds on one request's work (request_limits.h): messages per chat request, the longest
+  // vocabulary entry in bytes (0: unknown; with the context it refuses a newest user message
+  // that cannot fit), the time one token count may take (tokens.h). The compaction time
+  // limit is compaction_options.time_limit.
+  size_t max_messages = 4096;
+  uint64_t max_token_bytes = 0;
+  std::chrono::milliseconds count_time_limit{30000};
 
   // Context management (see compactor.h, stabiliser.h).
   bool compaction = true;
@@ -86,7 +94,7 @@ struct GatewayOptions {
   double high_watermark_fraction = 0.8;
   double low_watermark_fraction = 0.55;          // of the high watermark
   uint64_t reply_reserve_tokens = 1024;          // room kept for the reply when max_tokens is not given
-  CompactionOptions compaction_options;
+  CompactionOptions compaction_options{.time_limit = std::chrono::seconds(60)};
   bool model_summaries = true;                   // L2 asks the engine; off: extractive only
   std::chrono::seconds summary_timeout{120};
   StabiliserOptions stabiliser;
@@ -175,6 +183,8 @@ class Gateway {
   static nlohmann::json strict_repair(const nlohmann::json& view, const nlohmann::json& body);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
+  // The bounds check_chat_limits() applies (the context only asked for when it is used).
+  RequestLimits request_limits();
   // Engine-written summary of history before `until`, asked as a continuation of the cached prompt.
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
                                      const Conversation& c, uint64_t until, uint64_t max_tokens, nlohmann::json& stats);

@@ -278,6 +278,7 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
   json args = json::object();
   if (!request.body.empty()) {
     if (auto e = parse_json_body(request.body, args)) return send_error(writer, *e);
+    if (!args.is_object()) return send_error(writer, bad_request("request body must be a JSON object"));
   }
   RequestRecord rec{.route = "compact"};
   Admission::Ticket ticket;  // the engine writes the summary: a place like any request's

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "util/private_files.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -66,8 +68,15 @@ std::string hint_for(int code) {
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!path.parent_path().empty()) std::filesystem::create_directories(path.parent_path(), ec);
+  // Conversations and system prompts: owner-only directory, database, WAL and shared memory
+  // (SQLite gives the WAL and -shm files the database file's mode when it creates them).
+  if (!path.parent_path().empty()) KV_TRY(util::make_private_dir(path.parent_path()).with_context("session store"));
+  KV_TRY(util::make_private_file(path).with_context("session store"));
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::filesystem::path side = path.string() + suffix;
+    std::error_code ec;
+    if (std::filesystem::exists(side, ec)) KV_TRY(util::make_private_file(side).with_context("session store"));
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  nullptr);

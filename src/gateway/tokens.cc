@@ -31,10 +31,32 @@ size_t candidate_length(std::string_view s, size_t i) {
 
 }  // namespace
 
-Result<std::vector<int64_t>> TokenCounter::tokenize(std::string_view text) {
+bool is_count_time_limit(const Error& e) { return e.message().starts_with(kCountTimeLimitMessage); }
+
+TokenCounter::Deadline TokenCounter::deadline() const {
+  if (time_limit_.count() <= 0) return Deadline::max();
+  return Clock::now() + time_limit_;
+}
+
+Result<std::chrono::milliseconds> TokenCounter::remaining(Deadline deadline) const {
+  if (deadline == Deadline::max()) return std::chrono::milliseconds(kTimeout);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  if (left.count() <= 0) {
+    return Error(fmt::format("{} {} ms (kvgate up --count-timeout); the prompt is too long to count in time: send less "
+                             "text",
+                             kCountTimeLimitMessage, time_limit_.count()));
+  }
+  return std::min<std::chrono::milliseconds>(left, kTimeout);
+}
+
+Result<std::vector<int64_t>> TokenCounter::tokenize(std::string_view text, Deadline deadline) {
+  KV_ASSIGN_OR_RETURN(auto wait, remaining(deadline));
   nlohmann::json req = {{"content", text}, {"add_special", false}, {"parse_special", true}};
-  auto res = upstream_.call("POST", "/tokenize", req.dump(), kTimeout);
-  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("tokenize: " + err->message);
+  auto res = upstream_.call("POST", "/tokenize", req.dump(), wait);
+  if (auto* err = std::get_if<UpstreamError>(&res)) {
+    KV_TRY(remaining(deadline));  // the engine call ran out of the time left
+    return Error("tokenize: " + err->message);
+  }
   auto& r = std::get<UpstreamResponse>(res);
   if (r.status != 200) return Error(fmt::format("tokenize: engine answered {}: {}", r.status, r.body.substr(0, 300)));
   auto j = nlohmann::json::parse(r.body, nullptr, false);
@@ -45,18 +67,18 @@ Result<std::vector<int64_t>> TokenCounter::tokenize(std::string_view text) {
   return out;
 }
 
-Result<bool> TokenCounter::is_splitting_special(const std::string& candidate) {
+Result<bool> TokenCounter::is_splitting_special(const std::string& candidate, Deadline deadline) {
   {
     std::lock_guard lock(mu_);
     if (auto it = specials_.find(candidate); it != specials_.end()) return it->second;
   }
   // A special token is one token on its own and splits the text around it: "x<c>x" is
   // tokens("x") + 1 + tokens("x").
-  KV_ASSIGN_OR_RETURN(auto alone, tokenize(candidate));
+  KV_ASSIGN_OR_RETURN(auto alone, tokenize(candidate, deadline));
   bool special = alone.size() == 1;
   if (special) {
-    KV_ASSIGN_OR_RETURN(auto x, tokenize("x"));
-    KV_ASSIGN_OR_RETURN(auto around, tokenize("x" + candidate + "x"));
+    KV_ASSIGN_OR_RETURN(auto x, tokenize("x", deadline));
+    KV_ASSIGN_OR_RETURN(auto around, tokenize("x" + candidate + "x", deadline));
     special = around.size() == 2 * x.size() + 1 && around[x.size()] == alone[0];
   }
   std::lock_guard lock(mu_);
@@ -64,7 +86,7 @@ Result<bool> TokenCounter::is_splitting_special(const std::string& candidate) {
   return special;
 }
 
-Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount& out) {
+Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount& out, Deadline deadline) {
   // Split at verified special tokens.
   std::vector<std::string_view> pieces;
   uint64_t specials = 0;
@@ -72,7 +94,7 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
   for (size_t i = 0; i < prompt.size(); ++i) {
     const size_t n = candidate_length(prompt, i);
     if (n == 0) continue;
-    KV_ASSIGN_OR_RETURN(bool special, is_splitting_special(std::string(prompt.substr(i, n))));
+    KV_ASSIGN_OR_RETURN(bool special, is_splitting_special(std::string(prompt.substr(i, n)), deadline));
     if (!special) continue;
     if (i > piece_start) pieces.push_back(prompt.substr(piece_start, i - piece_start));
     ++specials;
@@ -94,7 +116,7 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
       }
     }
     const auto t0 = Clock::now();
-    KV_ASSIGN_OR_RETURN(auto toks, tokenize(piece));
+    KV_ASSIGN_OR_RETURN(auto toks, tokenize(piece, deadline));
     out.tokenize_ms += ms_since(t0);
     ++out.new_pieces;
     out.new_chars += piece.size();
@@ -111,8 +133,13 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
 Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
   TokenCount out;
   const auto t0 = Clock::now();
-  auto res = upstream_.call("POST", "/apply-template", body.dump(), kTimeout);
-  if (auto* err = std::get_if<UpstreamError>(&res)) return Error("apply-template: " + err->message);
+  const Deadline until = deadline();
+  KV_ASSIGN_OR_RETURN(auto wait, remaining(until));
+  auto res = upstream_.call("POST", "/apply-template", body.dump(), wait);
+  if (auto* err = std::get_if<UpstreamError>(&res)) {
+    KV_TRY(remaining(until));
+    return Error("apply-template: " + err->message);
+  }
   auto& r = std::get<UpstreamResponse>(res);
   if (r.status != 200) {
     return Error(fmt::format("apply-template: engine answered {}: {}", r.status, r.body.substr(0, 500)));
@@ -123,16 +150,17 @@ Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
   }
   out.prompt = j["prompt"].get<std::string>();
   out.render_ms = ms_since(t0);
-  KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out));
+  KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out, until));
   std::lock_guard lock(mu_);
-  out.tokens = static_cast<uint64_t>(static_cast<int64_t>(n) + offset_.value_or(0));
+  // A learned offset never makes a count negative (an engine that under-reports).
+  out.tokens = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(n) + offset_.value_or(0)));
   ++stats_.counts;
   return out;
 }
 
 Result<uint64_t> TokenCounter::count_text(std::string_view text) {
   TokenCount scratch;
-  return count_pieces(text, scratch);
+  return count_pieces(text, scratch, deadline());
 }
 
 int64_t TokenCounter::calibrate(uint64_t counted, uint64_t engine_prompt_tokens) {

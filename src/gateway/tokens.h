@@ -12,6 +12,11 @@
 // Engine-added tokens (e.g. BOS) are learned by calibrate() from the engine's own
 // usage.prompt_tokens for a prompt whose count is known.
 //
+// Time limit: one count() or count_text() call gives up with an Error once `time_limit`
+// has passed (checked before every engine call, and every engine call waits at most what
+// is left), so a prompt of many megabytes costs a bounded time, never minutes. The error's
+// message starts with kCountTimeLimitMessage (is_count_time_limit() tells it apart).
+//
 // Thread-safety: all methods may be called concurrently (internally locked; upstream calls
 // are made without holding the lock).
 #pragma once
@@ -32,6 +37,11 @@
 
 namespace kvgate::gateway {
 
+inline constexpr std::string_view kCountTimeLimitMessage = "counting the prompt's tokens took longer than";
+
+// Whether `e` is a count() that passed its time limit (rather than an engine failure).
+bool is_count_time_limit(const Error& e);
+
 struct TokenCount {
   uint64_t tokens = 0;        // what the engine will count for this prompt
   std::string prompt;         // the rendered prompt
@@ -44,8 +54,14 @@ struct TokenCount {
 
 class TokenCounter {
  public:
-  explicit TokenCounter(Upstream& upstream, size_t max_cached_pieces = 500000)
-      : upstream_(upstream), max_cached_(max_cached_pieces) {}
+  explicit TokenCounter(Upstream& upstream, size_t max_cached_pieces = 500000,
+                        std::chrono::milliseconds time_limit = std::chrono::seconds(30))
+      : upstream_(upstream), max_cached_(max_cached_pieces), time_limit_(time_limit) {}
+
+  // The time one count() or count_text() may take; zero or less: the engine calls' own
+  // 120 s time-outs only. Call before counting starts.
+  void set_time_limit(std::chrono::milliseconds limit) { time_limit_ = limit; }
+  std::chrono::milliseconds time_limit() const { return time_limit_; }
 
   // `body` is a chat request body (messages, tools, chat_template_kwargs, …).
   Result<TokenCount> count(const nlohmann::json& body);
@@ -66,12 +82,17 @@ class TokenCounter {
   Stats stats() const;
 
  private:
-  Result<std::vector<int64_t>> tokenize(std::string_view text);
-  Result<bool> is_splitting_special(const std::string& candidate);
-  Result<uint64_t> count_pieces(std::string_view prompt, TokenCount& out);
+  using Deadline = std::chrono::steady_clock::time_point;
+  Deadline deadline() const;
+  // How long the next engine call may wait, or the time-limit error.
+  Result<std::chrono::milliseconds> remaining(Deadline deadline) const;
+  Result<std::vector<int64_t>> tokenize(std::string_view text, Deadline deadline);
+  Result<bool> is_splitting_special(const std::string& candidate, Deadline deadline);
+  Result<uint64_t> count_pieces(std::string_view prompt, TokenCount& out, Deadline deadline);
 
   Upstream& upstream_;
   const size_t max_cached_;
+  std::chrono::milliseconds time_limit_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, uint32_t> piece_tokens_;    // guarded by mu_
   std::unordered_map<std::string, bool> specials_;         // guarded by mu_

@@ -159,7 +159,9 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (s.alias && !b.add_if("-a kvgate-probe", {"-a", *s.alias})) {
     return b.cannot("alias", *s.alias, "-a kvgate-probe", "unset it");
   }
-  if (s.api_key && !b.add_if("--api-key kvgate-probe", {"--api-key", *s.api_key})) {
+  // The key file keeps the key off the command line; builds without it get the key itself.
+  const bool key_file = s.api_key_file && b.add_if("--api-key-file /dev/null", {"--api-key-file", *s.api_key_file});
+  if (!key_file && s.api_key && !b.add_if("--api-key kvgate-probe", {"--api-key", *s.api_key})) {
     return b.cannot("api_key", "(set)", "--api-key kvgate-probe", "this build cannot be protected by a key");
   }
   // Mainline hides its allocation lines below -lv 4; ik prints them unconditionally.

@@ -158,6 +158,27 @@ TEST(LaunchArgsTest, MainlineSpellings) {
   EXPECT_NE(printed.find("--api-key ***"), std::string::npos) << printed;
 }
 
+// /proc/PID/cmdline is world-readable: with a key file, the key never reaches the command
+// line on either fork (both accept --api-key-file); a build without it gets the key itself.
+TEST(LaunchArgsTest, KeyFileKeepsTheKeyOffTheCommandLine) {
+  for (const char* fork : {"mainline", "ik"}) {
+    ServerCaps caps = fixture_caps(fork);
+    ASSERT_TRUE(caps.accepts("--api-key-file /dev/null")) << fork;
+    ServerSettings s = base();
+    s.api_key = "secret-key";
+    s.api_key_file = "/state/engine.key";
+    auto args = launch_args(s, caps);
+    ASSERT_TRUE(args.ok()) << args.error().message();
+    EXPECT_TRUE(has(*args, {"--api-key-file", "/state/engine.key"})) << fork;
+    EXPECT_FALSE(has_flag(*args, "--api-key")) << fork;
+    for (const auto& a : *args) EXPECT_EQ(a.find("secret-key"), std::string::npos) << fork;
+    caps.accepted.erase("--api-key-file /dev/null");
+    args = launch_args(s, caps);
+    ASSERT_TRUE(args.ok());
+    EXPECT_TRUE(has(*args, {"--api-key", "secret-key"})) << fork;
+  }
+}
+
 TEST(LaunchArgsTest, IkFlashAttentionAndJinja) {
   const ServerCaps caps = fixture_caps("ik");
   ServerSettings s = base();

@@ -27,7 +27,8 @@ constexpr std::string_view kProbes[] = {
     // context shift: ik takes a value, mainline is a boolean flag
     "--context-shift on", "--context-shift off", "--context-shift", "--no-context-shift",
     // server
-    "-to 600", "-mla 3", "--jinja", "--no-jinja", "--metrics", "--api-key kvgate-probe", "-a kvgate-probe",
+    "-to 600", "-mla 3", "--jinja", "--no-jinja", "--metrics", "--api-key kvgate-probe",
+    "--api-key-file /dev/null", "-a kvgate-probe",
     "-lv 4", "--sse-ping-interval 30", "-fit off", kBogusFlag};
 
 constexpr std::string_view kMainlineKvTypes[] = {"f32",  "f16",    "bf16", "q8_0", "q4_0",

@@ -42,6 +42,9 @@ struct ServerSettings {
   bool jinja = true;               // --jinja (ik defaults to off; tools need it)
   bool metrics = true;             // --metrics
   std::optional<std::string> api_key;  // --api-key (kvgate gives the engine a random one)
+  // A file holding api_key (mode 0600): passed as --api-key-file where the build has it, so
+  // the key is not on the engine's command line (/proc/PID/cmdline is world-readable).
+  std::optional<std::string> api_key_file;
   std::optional<std::string> alias;    // -a
 };
 
