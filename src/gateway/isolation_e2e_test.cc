@@ -111,6 +111,7 @@ TEST_F(IsolationE2eTest, TheSameConversationKeepsItsCacheWhenTheClockMoves) {
                         msg("user", "Tell me about the sea and the mountains, in detail please.")});
   auto r1 = chat("key-one", m);
   ASSERT_EQ(r1.answer.status, 200) << r1.answer.raw;
+  const json first = m;
   m[0]["content"] = std::string(m[0]["content"]).replace(0, 33, "Current time: 2026-12-01 10:07:42");
   m.push_back(reply_of(r1));
   m.push_back(msg("user", "And the lakes?"));
@@ -120,7 +121,7 @@ TEST_F(IsolationE2eTest, TheSameConversationKeepsItsCacheWhenTheClockMoves) {
   EXPECT_GE(cached_tokens(r2) * 10, prompt_tokens(r1) * 9) << r2.answer.raw;
   EXPECT_NE(r2.upstream.dump().find("10:07:42"), std::string::npos);
   IsolationOracle oracle;
-  oracle.answered(kScope1, std::nullopt, json::array({m[0], m[1]}), reply_of(r1));
+  oracle.answered(kScope1, std::nullopt, first, reply_of(r1));
   EXPECT_EQ(oracle.check(kScope1, std::nullopt, m, r2.upstream), "");
 }
 
