@@ -120,11 +120,18 @@ void apply_cut(Conversation& c, uint64_t u) {
 }
 
 // compact()'s time limit. Every step of the ladder counts through a check of it, so it is
-// checked before each engine call (one call is bounded by the counter's own time limit).
+// checked before each engine call (one call is bounded by the counter's own time limit). The
+// model summary does not count against it: it has its own time-out and an extractive
+// fallback, and an engine slowed by load must cost the turn time, not fail it.
 class TimeLimit {
+  using Clock = std::chrono::steady_clock;
+
  public:
   explicit TimeLimit(std::chrono::milliseconds limit)
       : limit_(limit), deadline_(limit.count() > 0 ? Clock::now() + limit : Clock::time_point::max()) {}
+  void exclude(Clock::duration spent) {
+    if (deadline_ != Clock::time_point::max()) deadline_ += spent;
+  }
   Status check() const {
     if (Clock::now() < deadline_) return {};
     return Error(fmt::format("compaction took longer than {} ms (kvgate up --compaction-timeout) and was abandoned; "
@@ -133,7 +140,6 @@ class TimeLimit {
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
   std::chrono::milliseconds limit_;
   Clock::time_point deadline_;
 };
@@ -178,7 +184,7 @@ std::string extractive_summary(const Conversation& c, uint64_t until, size_t max
 Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_t first_new,
                                  const ViewCountFn& count_view_fn, const TextCountFn& count_text_fn,
                                  const SummarizeFn& summarize, const CompactionOptions& opt) {
-  const TimeLimit limit(opt.time_limit);
+  TimeLimit limit(opt.time_limit);
   auto count_view = [&](const json& view) -> Result<uint64_t> {
     KV_TRY(limit.check());
     return count_view_fn(view);
@@ -266,7 +272,9 @@ Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_
     } else if (!limit.check().ok()) {
       r.summary_error = "no time left for a model summary";
     } else if (summarize) {
+      const auto asked = std::chrono::steady_clock::now();
       auto s = summarize(cv, u, opt.summary_max_tokens);
+      limit.exclude(std::chrono::steady_clock::now() - asked);
       if (s.ok() && !s->empty()) {
         text = *s;
         r.summary_source = "model";

@@ -198,6 +198,20 @@ TEST(CompactorTest, TimeLimitBoundsACompaction) {
   EXPECT_TRUE(compact(c, 3000, c.length, count_view, count_text, fixed_summary("s"), {}).ok());
 }
 
+// A model summary slowed by a loaded engine costs the turn time, not the turn: the limit
+// bounds kvgate's own work (counting), not the engine's summary (it has its own time-out).
+TEST(CompactorTest, ASlowModelSummaryDoesNotCountAgainstTheTimeLimit) {
+  Conversation c = agent(20, 2000);
+  SummarizeFn slow_summary = [](const Conversation&, uint64_t, uint64_t) -> Result<std::string> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return std::string("model summary");
+  };
+  CompactionOptions o{.time_limit = std::chrono::milliseconds(200)};
+  auto r = compact(c, 2000, c.length, count_view, count_text, slow_summary, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->summary_source, "model");
+}
+
 // A view larger than the engine's context cannot be sent as a summary prompt (the measured
 // case sent 600,090 tokens): the summary is extractive instead.
 TEST(CompactorTest, NoModelSummaryForAViewLargerThanTheContext) {
