@@ -38,8 +38,16 @@ void start(Waiter& w, Admission& a, const std::string& key, std::mutex& mu, std:
   });
 }
 
+// Polls until `done` holds or 10 s passed (generous: sanitizer builds on a loaded machine
+// schedule threads late; the tests judge order and bounds, not speed).
+template <typename F>
+void wait_until(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+}
+
 void wait_waiting(Admission& a, size_t n) {
-  for (int i = 0; i < 2000 && a.stats().waiting != n; ++i) std::this_thread::sleep_for(1ms);
+  wait_until([&] { return a.stats().waiting == n; });
   ASSERT_EQ(a.stats().waiting, n);
 }
 
@@ -60,7 +68,7 @@ TEST(AdmissionTest, SessionsTakeTurnsAndKeepTheirOwnOrder) {
   wait_waiting(a, 4);
   first.release();
   for (Waiter* w : {&b1, &c1, &a2, &a3}) {
-    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    wait_until([w] { return w->admitted.load(); });
     ASSERT_TRUE(w->admitted);
     EXPECT_EQ(a.stats().active, 1u);
     w->release = true;
@@ -85,7 +93,7 @@ TEST(AdmissionTest, ABusySessionDoesNotBlockOthers) {
   EXPECT_FALSE(a2.admitted);
   EXPECT_EQ(a.stats().active, 2u);
   a1.release();
-  for (int i = 0; i < 2000 && !a2.admitted; ++i) std::this_thread::sleep_for(1ms);
+  wait_until([&a2] { return a2.admitted.load(); });
   EXPECT_TRUE(a2.admitted);
   a2.release = true;
   a2.thread.join();
@@ -112,7 +120,7 @@ TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
   EXPECT_EQ(a.stats().refused_queue_full, 1u);
   held.release();
   for (Waiter* w : {&w1, &w2}) {
-    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    wait_until([w] { return w->admitted.load(); });
     w->release = true;
     w->thread.join();
   }
@@ -137,7 +145,7 @@ TEST(AdmissionTest, OneSessionCannotFillTheQueue) {
   held.release();
   // A was just served: B goes first, then A's two in their order.
   for (Waiter* w : {&b, &w1, &w2}) {
-    for (int i = 0; i < 2000 && !w->admitted; ++i) std::this_thread::sleep_for(1ms);
+    wait_until([w] { return w->admitted.load(); });
     ASSERT_TRUE(w->admitted);
     w->release = true;
     w->thread.join();
