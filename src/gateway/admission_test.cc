@@ -133,6 +133,7 @@ TEST(AdmissionTest, OneSessionCannotFillTheQueue) {
   std::vector<std::string> order;
   Waiter w1, w2;
   start(w1, a, "A", mu, order);
+  wait_waiting(a, 1);  // w1 queued before w2: the loop below expects them in this order
   start(w2, a, "A", mu, order);
   wait_waiting(a, 2);
   auto r = a.enter("A");
