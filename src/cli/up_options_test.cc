@@ -1,6 +1,10 @@
 #include "cli/up_options.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace kvgate::cli {
 namespace {
@@ -148,6 +152,30 @@ TEST(UpOptionsTest, Durations) {
   EXPECT_EQ(*parse_duration("2"), milliseconds(2000));
   for (auto bad : {"", "s", "10x", "-1s", "1..5s", "9999999999999h"})
     EXPECT_FALSE(parse_duration(bad).ok()) << bad;
+}
+
+}  // namespace
+}  // namespace kvgate::cli
+
+namespace kvgate::cli {
+namespace {
+
+TEST(UpOptionsTest, SeveralClientKeysEachTheirOwnScope) {
+  const UpConfig c = resolve(parse({"--api-key", "alpha,beta"}));
+  EXPECT_EQ(c.api_keys, (std::vector<std::string>{"alpha", "beta"}));
+  ASSERT_TRUE(c.api_key.has_value());
+  EXPECT_EQ(*c.api_key, "alpha");
+  const auto file = std::filesystem::temp_directory_path() / ("kvgate-keys-" + std::to_string(::getpid()));
+  {
+    std::ofstream out(file);
+    out << "# one key per line\nfirst-key\n\nsecond-key\r\n";
+  }
+  const UpConfig f = resolve(parse({"--api-key-file", file.string()}));
+  EXPECT_EQ(f.api_keys, (std::vector<std::string>{"first-key", "second-key"}));
+  std::filesystem::remove(file);
+  EXPECT_NE(resolve_error({"--api-key", "a,,b"}).find("empty key"), std::string::npos);
+  EXPECT_NE(resolve_error({"--api-key", "has space"}).find("spaces or control"), std::string::npos);
+  EXPECT_NE(resolve_error({"--api-key-file", "/nonexistent/keys"}).find("cannot read"), std::string::npos);
 }
 
 }  // namespace
