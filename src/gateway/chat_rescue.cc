@@ -31,14 +31,32 @@ Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t firs
       *upstream_, "/completion", replay.dump(-1, ' ', false, json::error_handler_t::replace),
       [&](const std::string& data) { text.add_event(data); }, upstream_timeout(0, false), &cancel);
   if (stream.failure) return Error("rescue: " + stream.failure->message);
-  if (stream.status != 200) {
+  const bool refused_output = stream.status != 200 && is_output_parse_error(stream.status, stream.error_body);
+  if (stream.status != 200 && !refused_output) {
     return Error(fmt::format("rescue: the replay was refused ({}): {}", stream.status, stream.error_body.substr(0, 300)));
   }
-  if (text.text().empty() && text.failed()) return Error("rescue: the replay produced no readable text either");
+  Rescue r;
+  if (refused_output || (text.text().empty() && text.failed())) {
+    // Neither the engine's parser, the lenient parser nor the replay gave a tool call or
+    // readable text: the model's output is unusable, the engine is not broken. The client
+    // still gets an answer — what text there was, sanitised — marked as rescued raw.
+    r.message = {{"role", "assistant"}, {"content", sanitize_utf8(text.text())}};
+    r.finish_reason = "stop";
+    r.raw = true;
+    r.prompt_tokens = static_cast<uint64_t>(std::max(0, text.tokens_evaluated()));
+    r.completion_tokens = static_cast<uint64_t>(std::max(0, text.tokens_predicted()));
+    metrics_.add("rescues_total{outcome=\"raw\"}");
+    util::log_event(util::LogLevel::kWarn, "rescue",
+                    {{"reason", reason},
+                     {"outcome", "raw"},
+                     {"replay_status", stream.status},
+                     {"replay_error", sanitize_utf8(stream.error_body.substr(0, 300))},
+                     {"raw", sanitize_utf8(text.text().substr(0, 2000))}});
+    return r;
+  }
 
   const json tools = body.contains("tools") ? body["tools"] : json::array();
   ToolCallParseResult parsed = parse_tool_calls(text.text(), tools, {.first_id = first_call_id});
-  Rescue r;
   r.message = parsed.message;
   r.finish_reason = parsed.call_count() > 0 ? "tool_calls" : (text.stopped_by_limit() ? "length" : "stop");
   r.prompt_tokens = static_cast<uint64_t>(std::max(0, text.tokens_evaluated()));
@@ -75,7 +93,7 @@ json Gateway::rescued_response(const Rescue& r, const std::string& model) {
             {"completion_tokens", r.completion_tokens},
             {"total_tokens", r.prompt_tokens + r.completion_tokens},
             {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}},
-          {"kvgate", {{"rescued", true}}}};
+          {"kvgate", r.raw ? json{{"rescued", true}, {"raw", true}} : json{{"rescued", true}}}};
 }
 
 json Gateway::strict_repair(const json& view, const json& body) {

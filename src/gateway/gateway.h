@@ -173,6 +173,7 @@ class Gateway {
     uint64_t cached_tokens = 0;  // of prompt_tokens, served from the engine's cache
     uint64_t completion_tokens = 0;
     size_t calls = 0;
+    bool raw = false;  // nothing usable came out: the sanitised text (possibly empty) as content
   };
   Result<Rescue> rescue_generation(const nlohmann::json& body, size_t first_call_id, CancelScope& cancel,
                                    const std::string& reason);

@@ -387,3 +387,51 @@ TEST(UpstreamFaultsTest, EngineFailingRequestsWithHealthyHealthIsRestarted) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// The model's output is unusable — the engine's parser rejects it, and so does the replay
+// (the field report: "does not match the expected peg-native format (rescue failed: ...)").
+// The engine is not broken, so the client gets an answer, marked as rescued raw, not a 500.
+// An engine that breaks during the replay is still a 5xx.
+TEST(UpstreamFaultsTest, UnusableModelOutputIsAnsweredNotA500) {
+  const std::string refused =
+      R"({"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}})";
+  std::atomic<bool> replay_breaks{false};
+  FakeEngine engine([&](const FakeRequest& r, FakeConnection& c) {
+    if (FakeEngine::answer_basics(r, c)) return;
+    if (r.path == "/apply-template") return c.answer(200, "application/json", R"({"prompt":"<|im_start|>user\nhi"})");
+    if (r.path == "/completion" && replay_breaks.load()) return c.abort();
+    if (r.path == "/v1/chat/completions" && r.body.find("\"stream\":true") != std::string::npos) {
+      // As the engine does when streaming: the head is sent, the parser fails at the end.
+      c.begin_chunked(200, "text/event-stream");
+      c.chunk("data: " + refused + "\n\n");
+      return c.end_chunked();
+    }
+    c.answer(500, "application/json", refused);  // the chat, and its replay
+  });
+  GatewayOptions o = fake_options();
+  Front front([&] { return engine.endpoint(); }, o);
+  auto client = front.client();
+  auto a = post_json(client, "/v1/chat/completions", chat_body("hi"));
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(a.body["choices"][0]["message"]["content"].is_string());
+  EXPECT_EQ(a.body["kvgate"]["raw"], true);
+  EXPECT_GE(engine.count("/completion"), 1u);  // the replay was tried first
+  json streamed = chat_body("hi again");
+  streamed["stream"] = true;
+  auto s = testing::stream_request(front.port(), streamed);
+  EXPECT_EQ(s.status, 200);
+  EXPECT_FALSE(s.error.has_value()) << s.error->dump();
+  EXPECT_TRUE(s.done);
+  // The replay's connection breaks: the engine is failing, and that is a 5xx.
+  replay_breaks = true;
+  auto b = post_json(client, "/v1/chat/completions", chat_body("and now"));
+  EXPECT_GE(b.status, 500) << b.raw;
+  ASSERT_TRUE(error_of(b).is_object()) << b.raw;
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
