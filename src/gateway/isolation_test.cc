@@ -146,6 +146,24 @@ TEST(IsolationTest, ASlidingWindowWithoutAnIdIsSentItsOwnWindowInItsSlot) {
   EXPECT_EQ(t2.view, next);           // nothing it dropped
 }
 
+TEST(IsolationTest, ASlidingWindowOfItsOwnAssistantTurnsStaysOneSession) {
+  // A replayed trace with a window: the client sends its own assistant turns, not ours.
+  MiniGateway gw;
+  json h = json::array();
+  std::shared_ptr<Session> first;
+  for (int i = 0; i < 12; ++i) {
+    h.push_back(msg("user", "u" + std::to_string(i)));
+    json window = json::array({msg("system", "S")});
+    for (size_t k = h.size() > 6 ? h.size() - 6 : 0; k < h.size(); ++k) window.push_back(h[k]);
+    if (window[1]["role"] != "user") window.erase(window.begin() + 1);
+    auto t = gw.send(kScope, std::nullopt, window, msg("assistant", "ours " + std::to_string(i)));
+    if (!first) first = t.session;
+    EXPECT_EQ(t.session, first) << "turn " << i << " " << t.how;
+    EXPECT_EQ(t.view, window);
+    h.push_back(msg("assistant", "trace's " + std::to_string(i)));
+  }
+}
+
 TEST(IsolationTest, ANamedSlidingWindowContinuesItsKeptHistory) {
   MiniGateway gw;
   json h = json::array({msg("system", "S")});

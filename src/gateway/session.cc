@@ -55,6 +55,11 @@ uint64_t last_reply_exact(const Conversation& c) {
   return c.exact.back();
 }
 
+uint64_t last_request_exact(const Conversation& c, uint64_t request_messages) {
+  if (request_messages == 0 || request_messages > c.length || c.exact.size() != c.length) return 0;
+  return c.exact[request_messages - 1];
+}
+
 RequestKeys RequestKeys::of(const nlohmann::json& messages) {
   RequestKeys r;
   r.chain = chain_hashes(messages);
@@ -117,6 +122,7 @@ std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
     std::lock_guard slock(s->mu);
     keys = recognition_keys(*s);
     s->last_reply_exact = last_reply_exact(s->conversation);
+    s->last_request_exact = last_request_exact(s->conversation, s->last_request_messages);
   }
   auto& own = keys_[s->id];
   for (uint64_t k : keys) {
@@ -187,16 +193,21 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
       }
     }
     // A later window of a known conversation: the system message, then two of its kept
-    // messages in a row — and the request carries the session's last reply verbatim.
+    // messages in a row — and the request carries the session's last reply, or the last
+    // message of its last request, verbatim.
     if (!m.session && hashes.size() >= 3) {
       bool loaded = false;
       if (auto s = lookup_key(scope, window_key(scope, hashes[0], hashes[1], hashes[2]), &loaded)) {
-        uint64_t reply = 0;
+        uint64_t reply = 0, tail = 0;
         {
           std::lock_guard slock(s->mu);
           reply = s->last_reply_exact;
+          tail = s->last_request_exact;
         }
-        if (reply != 0 && std::find(request.exact.begin() + 1, request.exact.end(), reply) != request.exact.end()) {
+        auto carried = [&request](uint64_t h) {
+          return h != 0 && std::find(request.exact.begin() + 1, request.exact.end(), h) != request.exact.end();
+        };
+        if (carried(reply) || carried(tail)) {
           m.session = s;
           m.loaded = loaded;
           m.how = "window";
@@ -244,6 +255,7 @@ void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::
   std::lock_guard slock(session->mu);
   unindex(*session);
   session->last_reply_exact = last_reply_exact(session->conversation);
+  session->last_request_exact = last_request_exact(session->conversation, session->last_request_messages);
   if (sessions_.find(session->id) == sessions_.end()) return;
   auto& own = keys_[session->id];
   for (uint64_t k : keys) {

@@ -15,9 +15,11 @@
 //      request continues that conversation, or repeats its last request);
 //   3. otherwise a session whose kept messages contain the request's first two messages after
 //      the same system message (the client dropped its oldest turns: a later window) — only
-//      when the request also carries that session's last reply verbatim; a window that shares
-//      messages but not the reply (another agent with the same system prompt and a fixed
-//      instruction) is a new conversation;
+//      when the request also carries that session's last reply, or the last message of its
+//      last request, verbatim; a window that shares a few messages but not those (another
+//      agent with the same system prompt and a fixed instruction) is a new conversation.
+//      (A window match chooses the session only: intake.h sends such a request its own
+//      messages, so a wrong match costs cache, never content);
 //   4. otherwise a new session.
 // What a match may do with the stored conversation is intake.h's business: recognition only
 // chooses the session (its slot, its cached prefix, its compaction state).
@@ -78,6 +80,7 @@ class Session {
   std::vector<uint64_t> chain;
   size_t last_request_messages = 0;  // messages in the last request (chain may add the reply)
   uint64_t last_reply_exact = 0;     // exact_hash() of the last reply kvgate returned (0: none)
+  uint64_t last_request_exact = 0;   // exact_hash() of the last request's last message (0: none)
   int slot = -1;
   SessionCounters counters;
   uint64_t last_prompt_tokens = 0;
@@ -220,5 +223,7 @@ std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_i
 std::vector<uint64_t> recognition_keys(const Session& s);  // REQUIRES: s.mu held, and s.turn or s unshared
 // exact_hash() of the conversation's last message when it is a reply kvgate returned, else 0.
 uint64_t last_reply_exact(const Conversation& c);
+// exact_hash() of the last message of the conversation's last request, else 0.
+uint64_t last_request_exact(const Conversation& c, uint64_t request_messages);
 
 }  // namespace kvgate::gateway
