@@ -90,7 +90,8 @@ void Conversation::truncate(uint64_t i) {
 }
 
 void Conversation::append(const json& message) {
-  StoredMessage m{message_hash(message), message};
+  const uint64_t hash = message_hash(message);
+  StoredMessage m{hash, message};
   if (length == 0 && message.value("role", "") == "system") {
     system = m;
     if (pinned_system.empty()) {
@@ -100,7 +101,7 @@ void Conversation::append(const json& message) {
   } else {
     kept.push_back(std::move(m));
   }
-  extend_chain(chain, message);
+  extend_chain(chain, hash);
   exact.push_back(exact_hash(message));
   if (first_assistant == length && message.value("role", "") != "assistant") ++first_assistant;
   ++length;

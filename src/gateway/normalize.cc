@@ -218,7 +218,11 @@ std::vector<uint64_t> chain_hashes(const nlohmann::json& messages) {
 }
 
 void extend_chain(std::vector<uint64_t>& chain, const nlohmann::json& message) {
-  chain.push_back(chain_step(chain.empty() ? 0x6b7667617465ULL : chain.back(), message_hash(message)));
+  extend_chain(chain, message_hash(message));
+}
+
+void extend_chain(std::vector<uint64_t>& chain, uint64_t message_hash) {
+  chain.push_back(chain_step(chain.empty() ? 0x6b7667617465ULL : chain.back(), message_hash));
 }
 
 }  // namespace kvgate::gateway

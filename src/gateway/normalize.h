@@ -36,5 +36,7 @@ uint64_t exact_hash(const nlohmann::json& message);
 std::vector<uint64_t> chain_hashes(const nlohmann::json& messages);
 // Extends a chain by one message.
 void extend_chain(std::vector<uint64_t>& chain, const nlohmann::json& message);
+// The same with the message's message_hash() already computed.
+void extend_chain(std::vector<uint64_t>& chain, uint64_t message_hash);
 
 }  // namespace kvgate::gateway

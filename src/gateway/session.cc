@@ -62,10 +62,10 @@ uint64_t last_request_exact(const Conversation& c, uint64_t request_messages) {
 
 RequestKeys RequestKeys::of(const nlohmann::json& messages) {
   RequestKeys r;
-  r.chain = chain_hashes(messages);
   if (!messages.is_array()) return r;
   for (const auto& m : messages) {
     r.hashes.push_back(message_hash(m));
+    extend_chain(r.chain, r.hashes.back());
     r.exact.push_back(exact_hash(m));
   }
   return r;
