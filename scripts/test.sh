@@ -10,6 +10,14 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 jobs=$(nproc)
+
+# A real ik_llama.cpp build beside the checkout (../shared/engines/) is tested against too;
+# without one (and without KVGATE_IK_SERVER) the ik cases skip and say why.
+if [[ -z "${KVGATE_IK_SERVER:-}" ]]; then
+  for ik in ../shared/engines/ik_llama.cpp-*-"$(uname -m)"/bin/llama-server; do
+    [[ -x "$ik" ]] && export KVGATE_IK_SERVER="$(cd "$(dirname "$ik")" && pwd)/llama-server"
+  done
+fi
 log() { printf '[test] %s\n' "$*" >&2; }
 
 log "default build: all tests"
