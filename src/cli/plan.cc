@@ -21,6 +21,7 @@
 #include "cli/plan_report.h"
 #include "engine/probe.h"
 #include "plan/fit.h"
+#include "plan/engine_quirks.h"
 #include "plan/launch_args.h"
 #include "plan/server_caps.h"
 
@@ -77,7 +78,8 @@ int run_plan(int argc, char** argv) {
       std::fprintf(stderr, "kvgate plan: --fit needs --memory SIZE\n");
       return kExitUsage;
     }
-    plan::FitRequest req{.budget = *resolved->budget, .auto_type = resolved->ctk_auto};
+    plan::FitRequest req{
+        .budget = *resolved->budget, .auto_type = resolved->ctk_auto, .caps = caps ? &*caps : nullptr};
     if (resolved->ctx_given && settings.ctx > 0) req.target_ctx = settings.ctx;
     auto f = plan::fit(*model, settings, resolved->options, req);
     if (!f) return fail(f.error().message());
@@ -99,6 +101,7 @@ int run_plan(int argc, char** argv) {
                     .server = args.server.empty() ? "llama-server" : args.server};
   std::string command_error;
   if (caps) {
+    plan::choose_fork_settings(*caps, memory.recurrent.has_value(), settings);
     plan::ServerSettings launch = settings;
     launch.model_path = args.model;
     auto argv_or = plan::launch_args(launch, *caps);

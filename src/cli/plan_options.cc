@@ -59,6 +59,8 @@ void add_plan_options(CLI::App& app, PlanArgs& a, bool model_positional) {
   app.add_flag("--swa-full", a.swa_full, "full-size sliding-window cache (mainline --swa-full)");
   app.add_option("--cache-ram", a.cache_ram, "host prompt cache limit (-cram; default 8192 MiB, 0 disables)");
   app.add_option("--ctx-checkpoints", a.ctx_checkpoints, "context checkpoints per slot (default 32)");
+  app.add_option("--ctx-checkpoint-tolerance", a.ctx_checkpoint_tolerance,
+                 "ik -ctx-ckpt-t N (with --server: chosen for hybrid/recurrent models on ik)");
   app.add_option("--mla", a.mla, "ik_llama.cpp MLA mode 0-3 (default 3)");
   app.add_option("--memory", a.memory, "memory budget for everything (e.g. 32GiB, 24000MiB)");
   app.add_option("--reserve", a.reserve, "kept free for the OS and driver")->capture_default_str();
@@ -112,6 +114,7 @@ Result<ResolvedPlanArgs> resolve_plan_args(const PlanArgs& a, const CLI::App& ap
     s.cache_ram_mib = *bytes / util::kMiB;
   }
   s.ctx_checkpoints = a.ctx_checkpoints;
+  s.ctx_checkpoint_tolerance = a.ctx_checkpoint_tolerance;
   if (a.mla) {
     if (r.options.fork != plan::Fork::kIk) return Error("--mla is an ik_llama.cpp option (use --fork ik)");
     if (*a.mla < 0 || *a.mla > 3) return Error("--mla must be 0, 1, 2 or 3");

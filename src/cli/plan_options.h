@@ -37,6 +37,7 @@ struct PlanArgs {
   bool swa_full = false;
   std::string cache_ram;      // empty: the engine's default (8192 MiB)
   std::optional<uint32_t> ctx_checkpoints;
+  std::optional<uint32_t> ctx_checkpoint_tolerance;
   std::optional<int32_t> mla;
   std::string memory;         // empty: no budget
   std::string reserve = "1GiB";

@@ -116,6 +116,8 @@ json settings_json(const plan::ServerSettings& s) {
           {"swa_full", s.swa_full},
           {"cache_ram_mib", s.cache_ram_mib ? json(*s.cache_ram_mib) : json(nullptr)},
           {"ctx_checkpoints", s.ctx_checkpoints ? json(*s.ctx_checkpoints) : json(nullptr)},
+          {"ctx_checkpoint_tolerance",
+           s.ctx_checkpoint_tolerance ? json(*s.ctx_checkpoint_tolerance) : json(nullptr)},
           {"mla", s.mla ? json(*s.mla) : json(nullptr)}};
 }
 
@@ -145,6 +147,8 @@ std::vector<std::string> plain_server_command(const plan::ServerSettings& s, pla
   if (s.swa_full) add("--swa-full", "");
   if (s.cache_ram_mib) add("-cram", std::to_string(*s.cache_ram_mib));
   if (s.ctx_checkpoints) add(fork == plan::Fork::kIk ? "-ctx-ckpt" : "--ctx-checkpoints", std::to_string(*s.ctx_checkpoints));
+  if (s.ctx_checkpoint_tolerance && fork == plan::Fork::kIk)
+    add("-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance));
   if (s.mla && fork == plan::Fork::kIk) add("-mla", std::to_string(*s.mla));
   if (fork == plan::Fork::kMainline) {
     add("-lv", "4");  // allocation lines for `kvgate doctor`

@@ -37,6 +37,7 @@
 #include "engine/supervisor.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "plan/engine_quirks.h"
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
@@ -225,6 +226,7 @@ int run_up(int argc, char** argv) {
     if (attention_only) settings.cache_reuse = 256;
   }
   shifts = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
+  plan::choose_fork_settings(caps, memory->recurrent.has_value(), settings);
   auto args = plan::launch_args(settings, caps);
   if (!args) return fail(args.error().message());
 

@@ -37,6 +37,7 @@ constexpr UpOptionInfo kOptions[] = {
     {"cache-ram-similarity", "ik -crs F"},
     {"cache-ram-n-min", "ik -cram-n-min N"},
     {"ctx-checkpoints", "context checkpoints per slot"},
+    {"ctx-checkpoint-tolerance", "ik -ctx-ckpt-t N (default for hybrid/recurrent models on ik: 16)"},
     {"context-shift", "on|off (default off: kvgate compacts instead)"},
     {"jinja", "on|off (default on)"},
     {"timeout", "engine socket time-out in seconds (default 3600)"},
@@ -325,6 +326,8 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       KV_ASSIGN_OR_RETURN(s.cache_ram_n_min, u32());
     } else if (name == "ctx-checkpoints") {
       KV_ASSIGN_OR_RETURN(s.ctx_checkpoints, u32());
+    } else if (name == "ctx-checkpoint-tolerance") {
+      KV_ASSIGN_OR_RETURN(s.ctx_checkpoint_tolerance, u32());
     } else if (name == "context-shift") {
       KV_ASSIGN_OR_RETURN(s.context_shift, on_off(name, v));
     } else if (name == "kvu" || name == "no-kvu") {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "plan/engine_quirks.h"
+
 #include "plan/kv_type.h"
 #include "util/units.h"
 
@@ -78,6 +80,12 @@ Result<FitResult> fit(const ModelDescriptor& m, const ServerSettings& base, cons
     ServerSettings s = base;
     s.cache_type_k = candidates[i].first;
     s.cache_type_v = candidates[i].second;
+    if (req.caps != nullptr) {
+      if (auto runs = check_cache_pair(*req.caps, s.cache_type_k, s.cache_type_v, s.flash_attn); !runs) {
+        result.trials.push_back({candidates[i].first, 0, runs.error().message()});
+        continue;
+      }
+    }
     Search found = largest_fitting(m, s, o, req.budget, step, target);
     result.trials.push_back({candidates[i].first, found.max_ctx, found.error});
     if (found.max_ctx == 0) continue;

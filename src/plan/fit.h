@@ -15,6 +15,7 @@
 
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
+#include "plan/server_caps.h"
 #include "plan/server_settings.h"
 #include "util/result.h"
 
@@ -24,6 +25,8 @@ struct FitRequest {
   uint64_t budget = 0;                 // bytes for everything, reserve included
   bool auto_type = false;              // choose -ctk/-ctv
   std::optional<uint32_t> target_ctx;  // the context the user asked for, if any
+  // The build the plan is for: types its backend cannot run are not chosen (engine_quirks.h).
+  const ServerCaps* caps = nullptr;
 };
 
 struct FitTrial {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "plan/engine_quirks.h"
+
 namespace kvgate::plan {
 namespace {
 
@@ -72,6 +74,7 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   }
   KV_TRY(check_kv_type(caps, "cache_type_k", s.cache_type_k));
   KV_TRY(check_kv_type(caps, "cache_type_v", s.cache_type_v));
+  KV_TRY(check_cache_pair(caps, s.cache_type_k, s.cache_type_v, s.flash_attn));
   b.add({"-ctk", s.cache_type_k, "-ctv", s.cache_type_v});
   b.add({"-b", std::to_string(s.batch), "-ub", std::to_string(s.ubatch)});
 
@@ -126,6 +129,11 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (s.ctx_checkpoints &&
       !b.add_if("--ctx-checkpoints 8", {"--ctx-checkpoints", std::to_string(*s.ctx_checkpoints)})) {
     return b.cannot("ctx_checkpoints", std::to_string(*s.ctx_checkpoints), "--ctx-checkpoints 8", "unset it");
+  }
+  if (s.ctx_checkpoint_tolerance &&
+      !b.add_if("-ctx-ckpt-t 8", {"-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance)})) {
+    return b.cannot("ctx_checkpoint_tolerance", std::to_string(*s.ctx_checkpoint_tolerance), "-ctx-ckpt-t 8",
+                    "unset it (an ik_llama.cpp setting)");
   }
   if (s.context_shift) {
     if (!b.add_if("--context-shift on", {"--context-shift", "on"}) &&

@@ -23,7 +23,7 @@ constexpr std::string_view kProbes[] = {
     "-fa on", "-fa off", "-fa auto", "-fa", "-no-fa",
     // slots and caches
     "-kvu", "-no-kvu", "--swa-full", "-cram 0", "--cache-reuse 0", "-crs 0.50", "-cram-n-min 0",
-    "--ctx-checkpoints 8",
+    "--ctx-checkpoints 8", "-ctx-ckpt-t 8",
     // context shift: ik takes a value, mainline is a boolean flag
     "--context-shift on", "--context-shift off", "--context-shift", "--no-context-shift",
     // server
@@ -153,8 +153,8 @@ std::set<std::string> parse_help_flags(const std::vector<std::string>& lines) {
       if (comma) tok.pop_back();
       if (std::regex_match(tok, flag_re)) {
         out.insert(tok);
-      } else if (!continued) {
-        break;  // a value placeholder or the description
+      } else if (!continued && !comma) {
+        break;  // a value placeholder or the description ("-c N, --ctx-size N" continues after "N,")
       }
       continued = comma;
       pos = line.find_first_not_of(' ', end);
@@ -204,7 +204,11 @@ Result<ServerCaps> analyze_probes(const ProbeRecord& record) {
   }
   if (auto ngl = record.runs.find("-ngl 0 --version"); ngl != record.runs.end()) {
     for (const auto& l : ngl->second.lines) {
-      if (contains(l, "no usable GPU found")) caps.gpu_offload = false;
+      // mainline: "no usable GPU found"; ik: "not compiled with GPU offload support, --gpu-layers
+      // option will be ignored".
+      if (contains(l, "no usable GPU found") || contains(l, "not compiled with GPU offload support")) {
+        caps.gpu_offload = false;
+      }
     }
   }
   auto help = record.runs.find("--help");

@@ -69,8 +69,9 @@ struct ServerCaps {
   std::map<std::string, std::string> rejected;  // flag probe -> the build's error line
   std::set<std::string> help_flags;             // option names listed by --help
   std::vector<std::string> kv_types;            // accepted -ctk/-ctv values
-  // False when the build says it has no usable GPU (mainline warns "no usable GPU found"
-  // while parsing -ngl): -ngl then changes nothing and every layer stays on the host.
+  // False when the build says it has no usable GPU while parsing -ngl (mainline: "no usable
+  // GPU found"; ik: "not compiled with GPU offload support"): -ngl then changes nothing and
+  // every layer stays on the host, which runs the CPU backend's kernels only.
   bool gpu_offload = true;
 
   // True if the flag probe `probe` (one of flag_probes()) exited 0.

@@ -9,7 +9,8 @@ namespace kvgate::plan {
 namespace {
 
 // tests/fixtures/mainline/probes.txt was recorded from the pinned llama-server;
-// tests/fixtures/ik/probes.txt from the ik argument-parser double beside it.
+// tests/fixtures/ik/probes.txt from the real ik_llama.cpp CPU build 8337e4cd3
+// (scripts/record-ik-fixtures.sh).
 std::string read_fixture(const std::string& name) {
   std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
   std::stringstream ss;
@@ -57,7 +58,7 @@ TEST(ServerCapsTest, IkFixture) {
   EXPECT_EQ(c.fork, Fork::kIk);
   EXPECT_EQ(c.version, "");
   EXPECT_EQ(c.build, 4840u);
-  EXPECT_EQ(c.commit, "8337e4cd");
+  EXPECT_EQ(c.commit, "8337e4cd3");  // ik prints nine hex digits
   for (auto p : {"-cram 0", "-crs 0.50", "-cram-n-min 0", "--context-shift on", "--context-shift off",
                  "-fa on", "-no-fa", "-mla 3", "-a kvgate-probe"}) {
     EXPECT_TRUE(c.accepts(p)) << p;
@@ -78,7 +79,11 @@ TEST(ServerCapsTest, IkFixture) {
   EXPECT_FALSE(c.help_flags.count("--alias"));
   EXPECT_TRUE(c.help_flags.count("-cram-n-min"));
   EXPECT_TRUE(c.help_flags.count("--ctx-checkpoints-interval"));
-  EXPECT_TRUE(c.gpu_offload);
+  // "warning: not compiled with GPU offload support, --gpu-layers option will be ignored"
+  EXPECT_FALSE(c.gpu_offload);
+  // ik parses -ngl with stoi: "all" is not a count.
+  EXPECT_EQ(c.rejection("-ngl all"), "stoi");
+  EXPECT_TRUE(c.accepts("-ctx-ckpt-t 8"));
 }
 
 TEST(ServerCapsTest, RecordRoundTrip) {

@@ -35,6 +35,7 @@ struct ServerSettings {
   std::optional<double> cache_ram_similarity; // ik -crs
   std::optional<uint32_t> cache_ram_n_min;    // ik -cram-n-min
   std::optional<uint32_t> ctx_checkpoints;    // --ctx-checkpoints
+  std::optional<uint32_t> ctx_checkpoint_tolerance;  // ik -ctx-ckpt-t (engine_quirks.h)
   bool context_shift = false;      // kvgate compacts instead; on ik "off" prevents silent truncation
   uint32_t timeout_s = 3600;       // -to (socket time-out; kvgate sizes its own deadlines)
   std::optional<uint32_t> threads; // -t
