@@ -264,6 +264,7 @@ int run_up(int argc, char** argv) {
   go.compaction = cfg.compaction;
   go.keepalive = std::chrono::milliseconds(cfg.keepalive.count());
   go.model_name = settings.alias.value_or(model->filename().string());
+  go.engine_fork = caps.fork;
   go.context_tokens = memory->n_ctx_slot;
   go.max_messages = cfg.max_messages;
   go.max_token_bytes = longest_token_bytes(*gguf_file);

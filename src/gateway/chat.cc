@@ -271,6 +271,20 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   int overflow_retries = 0;
   int engine_retries = 0;
   bool template_retried = false;
+  bool filled_retried = false;
+  // A reply may use the rest of the slot's context and no more. An engine that fails a reply
+  // that fills it (ik: an error after the whole generation) is given that room as max_tokens
+  // once the prompt is counted exactly, so the reply ends as "length" instead.
+  auto cap_reply = [&](uint64_t prompt) {
+    if (context == 0 || prompt == 0 || prompt + 1 >= context) return false;
+    const uint64_t room = context - prompt - 1;  // the last cell stays free
+    if (req.max_tokens && *req.max_tokens > 0 && static_cast<uint64_t>(*req.max_tokens) <= room) return false;
+    body.erase("max_completion_tokens");
+    body.erase("n_predict");
+    body["max_tokens"] = room;
+    return true;
+  };
+  if (plan::fails_when_reply_fills_context(options_.engine_fork) && counted_tokens > 0) cap_reply(counted_tokens);
   while (!failure) {
     body["messages"] = session->template_repairs ? strict_repair(view, body) : view;
     if (util::log_enabled(util::LogLevel::kDebug)) {
@@ -288,6 +302,19 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
       ++engine_retries;
       metrics_.add("engine_retries_total");
       if (wait_for_engine_again(engine_before, writer)) continue;
+    }
+    if (out.context_filled && !req.stream && !filled_retried && !cancel.cancelled()) {
+      // Generated until the context was full and failed (nothing reached the client): again,
+      // limited to the room the exactly counted prompt leaves.
+      filled_retried = true;
+      if (counted_tokens == 0) {
+        auto n = count_view(view);
+        counted_tokens = n.ok() ? *n : 0;
+      }
+      if (cap_reply(counted_tokens)) {
+        metrics_.add("context_filled_retries_total");
+        continue;
+      }
     }
     if (out.template_error && !template_retried && !session->template_repairs) {
       // The model's template refuses this history (a late system message, an empty
@@ -317,9 +344,14 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   if (!failure && out.failure) {
     failure = out.failure;
     if (out.overflow) {
-      failure = context_error(fmt::format("the conversation does not fit the engine's context ({} tokens) even after "
-                                          "{} compactions: {}",
-                                          out.overflow_context, overflow_retries, out.failure->message));
+      // ik's refusal carries no figures: the context is then the one kvgate planned or asked for.
+      const uint64_t n_ctx = out.overflow_context > 0 ? out.overflow_context : context;
+      const std::string size = counted_tokens > 0 ? fmt::format(" ({} tokens)", counted_tokens) : std::string();
+      const std::string tried = options_.compaction
+                                    ? fmt::format("even after {} compactions", overflow_retries)
+                                    : std::string("and compaction is off (--compaction off)");
+      failure = context_error(fmt::format("the conversation{} does not fit the engine's context of {} tokens {}: {}",
+                                          size, n_ctx, tried, out.failure->message));
     }
   }
   if (failure && !cancel.cancelled()) {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "gateway/disconnect_watch.h"
+#include "gateway/engine_errors.h"
+#include "gateway/finish_reason.h"
 #include "gateway/gateway.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/sse.h"
@@ -22,41 +24,19 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-std::string engine_message(const std::string& body) {
-  auto j = json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("error")) {
-    if (j["error"].is_object()) return j["error"].value("message", "");
-    if (j["error"].is_string()) return j["error"].get<std::string>();
-  }
-  return body.substr(0, 500);
-}
-
-// Recognises the engines' "prompt larger than the context" answers: mainline 400
-// exceed_context_size_error (with n_prompt_tokens and n_ctx), ik 500 "exceeds the available
-// context size" / context_length_exceeded.
-bool is_overflow(int status, const std::string& body, uint64_t& prompt_tokens, uint64_t& n_ctx) {
-  if (status != 400 && status != 500) return false;
-  auto j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("error") || !j["error"].is_object()) {
-    return body.find("exceeds the available context size") != std::string::npos ||
-           body.find("context_length_exceeded") != std::string::npos;
-  }
-  const json& e = j["error"];
-  const std::string type = e.value("type", "");
-  const std::string message = e.value("message", "");
-  const bool overflow = type == "exceed_context_size_error" || type == "context_length_exceeded" ||
-                        message.find("exceeds the available context size") != std::string::npos ||
-                        message.find("context_length_exceeded") != std::string::npos;
+// Fills the outcome's overflow / template / context-filled flags from an engine's error answer;
+// returns the engine's message.
+std::string note_engine_error(int status, const std::string& body, bool& overflow, uint64_t& prompt_tokens,
+                              uint64_t& n_ctx, bool& template_error, bool& context_filled) {
+  EngineErrorInfo e = classify_engine_error(status, body);
+  overflow = e.kind == EngineErrorKind::kPromptTooLong;
+  template_error = e.kind == EngineErrorKind::kTemplate;
+  context_filled = e.kind == EngineErrorKind::kContextFilled;
   if (overflow) {
-    if (e.contains("n_prompt_tokens") && e["n_prompt_tokens"].is_number_unsigned()) prompt_tokens = e["n_prompt_tokens"];
-    if (e.contains("n_ctx") && e["n_ctx"].is_number_unsigned()) n_ctx = e["n_ctx"];
+    prompt_tokens = e.prompt_tokens;
+    n_ctx = e.n_ctx;
   }
-  return overflow;
-}
-
-bool is_template_error(int status, const std::string& message) {
-  return (status == 400 || status == 500) &&
-         (message.find("While executing") != std::string::npos || message.find("Jinja Exception") != std::string::npos);
+  return std::move(e.message);
 }
 
 // The longest line accepted in an engine's event stream (a chunk is a few hundred bytes;
@@ -85,9 +65,8 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
       auto& r = std::get<UpstreamResponse>(res);
       out.status = r.status;
       if (r.status != 200) {
-        const std::string message = engine_message(r.body);
-        out.overflow = is_overflow(r.status, r.body, out.overflow_prompt_tokens, out.overflow_context);
-        out.template_error = is_template_error(r.status, message);
+        const std::string message = note_engine_error(r.status, r.body, out.overflow, out.overflow_prompt_tokens,
+                                                      out.overflow_context, out.template_error, out.context_filled);
         out.failure = from_engine_answer(r.status, r.body);
         if (is_output_parse_error(r.status, message)) rescue_reason = message;
       } else {
@@ -100,9 +79,11 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
           out.reply.set_response(j);
           out.final_body = r.body;  // kept if the rescue fails
         } else {
+          FinishReasonFix finish(plan::says_stop_at_max_tokens(options_.engine_fork), body);
+          finish.fix_response(j);
           out.reply.set_response(j);
           out.ttft_ms = ms_since(t0);
-          const bool changed = apply_empty_content_fallback(j, options_.thinking);
+          const bool changed = apply_empty_content_fallback(j, options_.thinking) || finish.rewrote();
           out.final_body = changed ? j.dump(-1, ' ', false, json::error_handler_t::replace) : std::move(r.body);
         }
       }
@@ -138,6 +119,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
   SseParser parser(kMaxEngineEventLine);
   size_t bad_events = 0;
   std::string error_body;
+  FinishReasonFix finish(plan::says_stop_at_max_tokens(options_.engine_fork), body);
   auto res = upstream_->stream(
       "/v1/chat/completions", upstream_body,
       {.on_start = [&](int s, const std::string&) {
@@ -164,10 +146,15 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
              } else {
                if (chunk.contains("id") && chunk["id"].is_string()) chunk_id = chunk["id"].get<std::string>();
                if (chunk.contains("error")) {
-                 const std::string message = chunk["error"].is_object() ? chunk["error"].value("message", "") : "";
-                 if (is_output_parse_error(500, message)) {
-                   parse_error = message;
+                 const EngineErrorInfo e = classify_engine_error(500, ev.data);
+                 if (e.kind == EngineErrorKind::kOutput) {
+                   parse_error = e.message;
                    continue;  // replaced by the rescue below
+                 }
+                 if (e.kind == EngineErrorKind::kContextFilled && out.reply.has_output()) {
+                   // The reply filled the context: it ends here, cut by length (below).
+                   out.context_filled = true;
+                   continue;
                  }
                  out.saw_error_event = true;
                }
@@ -190,13 +177,21 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                if (out.ttft_ms < 0 && out.reply.has_output()) out.ttft_ms = ms_since(t0);
              }
            }
-           if (!forward) continue;
-           if (holding) {
-             held.push_back(ev.raw);
-           } else if (!relay->write(ev.raw)) {
-             return false;
-           } else {
-             out.relayed = true;
+           std::vector<std::string> now = {ev.raw};
+           if (!ev.is_done()) {
+             auto chunk = json::parse(ev.data, nullptr, false);
+             if (chunk.is_object()) now = finish.on_chunk(chunk, ev.raw, forward);
+           }
+           if (!forward && now.size() == 1 && now.front() == ev.raw) continue;
+           if (!forward && !now.empty() && now.back() == ev.raw) now.pop_back();
+           for (const auto& raw : now) {
+             if (holding) {
+               held.push_back(raw);
+             } else if (!relay->write(raw)) {
+               return false;
+             } else {
+               out.relayed = true;
+             }
            }
          }
          return !parser.failed();  // not an event stream: stop reading it
@@ -211,9 +206,8 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                                           kMaxEngineEventLine));
     if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream is not server-sent events");
   } else if (out.status != 200) {
-    const std::string message = engine_message(error_body);
-    out.overflow = is_overflow(out.status, error_body, out.overflow_prompt_tokens, out.overflow_context);
-    out.template_error = is_template_error(out.status, message);
+    note_engine_error(out.status, error_body, out.overflow, out.overflow_prompt_tokens, out.overflow_context,
+                      out.template_error, out.context_filled);
     out.failure = from_engine_answer(out.status, error_body);
   } else if (parse_error && !cancel.cancelled()) {
     auto rescued = rescue_generation(body, first_call_id, cancel, *parse_error);
@@ -221,9 +215,9 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
       const std::string streamed = out.reply.content();
       const auto now = std::chrono::duration_cast<std::chrono::seconds>(
           std::chrono::system_clock::now().time_since_epoch()).count();
-      auto chunk = [&](json delta, json finish) {
+      auto chunk = [&](json delta, json reason) {
         return json{{"id", chunk_id}, {"object", "chat.completion.chunk"}, {"created", now}, {"model", model},
-                    {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}}})}};
+                    {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(reason)}}})}};
       };
       const json& m = rescued->message;
       const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
@@ -258,6 +252,16 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                              .message = *parse_error + " (rescue failed: " + rescued.error().message() + ")",
                              .code = "output_parse_error"};
     }
+  } else if (out.context_filled) {
+    // Ended like a reply max_tokens cut: the finish chunk, then [DONE] (sent by the caller).
+    for (const auto& raw : finish.flush()) held.push_back(raw);
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now().time_since_epoch()).count();
+    held.push_back(sse({{"id", chunk_id}, {"object", "chat.completion.chunk"}, {"created", now}, {"model", model},
+                        {"choices", json::array({{{"index", 0}, {"delta", json::object()}, {"finish_reason", "length"}}})}}));
+    out.reply.set_finish_reason("length");
+    out.saw_done = true;
+    metrics_.add("context_filled_total");
   } else if (!out.saw_done && !out.saw_error_event && !cancel.cancelled()) {
     // The engine's stream ended early (crash, broken connection): say so in-stream.
     out.failure = bad_gateway(bad_events > 0 ? fmt::format("the engine's stream ended before completion ({} events "
@@ -266,6 +270,10 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                                              : std::string("the engine's stream ended before completion"));
     if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream ended before completion");
   }
+  if (!out.context_filled) {
+    for (const auto& raw : finish.flush()) held.push_back(raw);
+  }
+  if (finish.rewrote()) out.reply.set_finish_reason("length");
   for (const auto& raw : held) {
     if (!relay->write(raw)) break;
   }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/engine_errors.h"
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
 #include "gateway/reply.h"
@@ -240,11 +241,7 @@ ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
 ApiError Gateway::from_engine_answer(int status, const std::string& body) const {
   // A 5xx that is not about this request's content (overflow, template, output parsing)
   // may be a wedged engine: let the supervisor look.
-  const bool unexplained = status >= 500 && body.find("exceeds the available context") == std::string::npos &&
-                           body.find("does not match the expected") == std::string::npos &&
-                           body.find("While executing") == std::string::npos &&
-                           body.find("Failed to parse") == std::string::npos &&
-                           body.find("Jinja Exception") == std::string::npos;
+  const bool unexplained = status >= 500 && classify_engine_error(status, body).kind == EngineErrorKind::kOther;
   if (unexplained) {
     const int in_row = ++engine_errors_in_row_;
     if (options_.on_engine_failure) options_.on_engine_failure(fmt::format("the engine answered {}", status));

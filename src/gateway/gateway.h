@@ -54,6 +54,7 @@
 #include "gateway/thinking.h"
 #include "gateway/tokens.h"
 #include "gateway/upstream.h"
+#include "plan/engine_quirks.h"
 
 namespace kvgate::gateway {
 
@@ -79,6 +80,8 @@ struct GatewayOptions {
   // Requests working with the engine and waiting (see admission.h); max_active 0 = `slots`.
   AdmissionOptions admission{.max_active = 0};
   std::string model_name = "kvgate";
+  // The engine's fork: its quirks (plan/engine_quirks.h) that the gateway corrects.
+  plan::Fork engine_fork = plan::Fork::kMainline;
   // Bounds on one request's work (request_limits.h): messages per chat request, the longest
   // vocabulary entry in bytes (0: unknown; with the context it refuses a newest user message
   // that cannot fit), the time one token count may take (tokens.h). The compaction time
@@ -152,6 +155,7 @@ class Gateway {
     bool saw_error_event = false;        // the engine reported an error inside its stream
     bool saw_done = false;
     bool overflow = false;               // the engine refused: prompt larger than its context
+    bool context_filled = false;         // the reply filled the context (ik: an error, not "length")
     uint64_t overflow_prompt_tokens = 0;
     uint64_t overflow_context = 0;
     double ttft_ms = -1;

@@ -254,11 +254,10 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   }
   if (auto end = text.find("</think>"); end != std::string::npos) text = text.substr(end + 8);
   while (!text.empty() && (text.front() == '\n' || text.front() == ' ')) text.erase(0, 1);
-  if (last.contains("timings") && last["timings"].is_object()) {
-    const json& t = last["timings"];
-    stats["prompt_tokens"] = t.value("cache_n", 0) + t.value("prompt_n", 0);
-    stats["cached_tokens"] = t.value("cache_n", 0);
-    stats["generated_tokens"] = t.value("predicted_n", 0);
+  if (const CompletionFigures f = completion_figures(last); f.known) {
+    stats["prompt_tokens"] = f.prompt_tokens;
+    stats["cached_tokens"] = f.cached_tokens;
+    stats["generated_tokens"] = f.generated_tokens;
   }
   stats["ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return text;

@@ -10,7 +10,8 @@ uint64_t u64(const json& obj, const char* key) {
   auto it = obj.find(key);
   if (it == obj.end() || !it->is_number()) return 0;
   const double v = it->get<double>();
-  return v > 0 ? static_cast<uint64_t>(v) : 0;
+  if (!(v > 0)) return 0;
+  return v < 1e18 ? static_cast<uint64_t>(v) : uint64_t{1'000'000'000'000'000'000};
 }
 
 double num(const json& obj, const char* key) {
@@ -52,6 +53,25 @@ Usage usage_from(const json& body) {
     u.prefilled_tokens = u.prompt_tokens - u.cached_tokens;
   }
   return u;
+}
+
+CompletionFigures completion_figures(const json& ev) {
+  CompletionFigures f;
+  if (!ev.is_object()) return f;
+  auto t = ev.find("timings");
+  const bool timings = t != ev.end() && t->is_object();
+  const uint64_t prefilled = timings ? u64(*t, "prompt_n") : 0;
+  if (timings && t->contains("cache_n")) {
+    f.cached_tokens = u64(*t, "cache_n");
+    f.prompt_tokens = f.cached_tokens + prefilled;
+    f.known = true;
+  } else if (ev.contains("tokens_evaluated")) {
+    f.prompt_tokens = u64(ev, "tokens_evaluated");
+    f.cached_tokens = f.prompt_tokens >= prefilled ? f.prompt_tokens - prefilled : 0;
+    f.known = timings;
+  }
+  f.generated_tokens = timings && t->contains("predicted_n") ? u64(*t, "predicted_n") : u64(ev, "tokens_predicted");
+  return f;
 }
 
 void ReplyAccumulator::add_chunk(const json& chunk) {

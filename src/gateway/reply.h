@@ -31,6 +31,18 @@ struct Usage {
 // ik: usage.prompt_tokens_details.cached_tokens).
 Usage usage_from(const nlohmann::json& body);
 
+// The prompt figures of the final event of a native /completion stream. Mainline sends
+// timings.cache_n (cached) and timings.prompt_n (prefilled); ik sends tokens_evaluated (the
+// whole prompt) and timings.prompt_n (prefilled), and its tokens_cached counts everything in
+// the slot, generated tokens included, so it is not used.
+struct CompletionFigures {
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_tokens = 0;
+  uint64_t generated_tokens = 0;
+  bool known = false;
+};
+CompletionFigures completion_figures(const nlohmann::json& final_event);
+
 class ReplyAccumulator {
  public:
   // One parsed chunk (`data:` payload).
@@ -45,6 +57,7 @@ class ReplyAccumulator {
   const std::string& finish_reason() const { return finish_reason_; }
   const Usage& usage() const { return usage_; }
   std::optional<nlohmann::json> error() const { return error_; }
+  void set_finish_reason(std::string reason) { finish_reason_ = std::move(reason); }
 
  private:
   struct Call {

@@ -1,8 +1,11 @@
 #include "gateway/rescue_replay.h"
 
+#include <algorithm>
 #include <array>
 
+#include "gateway/engine_errors.h"
 #include "gateway/relaxed_json.h"
+#include "gateway/reply.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -39,9 +42,7 @@ int int_field(const json& v, const char* key) {
 }  // namespace
 
 bool is_output_parse_error(int status, std::string_view message) {
-  if (status < 500) return false;
-  return message.find("does not match the expected") != std::string_view::npos ||
-         message.find("Failed to parse input at pos") != std::string_view::npos;
+  return status >= 500 && is_output_error_message(message);
 }
 
 json replay_completion_body(const json& chat_body, const std::string& prompt) {
@@ -89,14 +90,17 @@ void ReplayText::add_event(std::string_view data) {
   if (c && c->is_string()) text_ += c->get_ref<const std::string&>();
   if (int p = int_field(*v, "tokens_predicted")) tokens_predicted_ = p;
   if (int e = int_field(*v, "tokens_evaluated")) tokens_evaluated_ = e;
-  if (const json* t = member(*v, "timings")) {
-    if (int n = int_field(*t, "cache_n")) tokens_cached_ = n;
+  if (const CompletionFigures f = completion_figures(*v); f.known) {
+    tokens_cached_ = static_cast<int>(std::min<uint64_t>(f.cached_tokens, 1'000'000'000));
   }
   const json* stop = member(*v, "stop");
   if (stop && stop->is_boolean() && stop->get<bool>()) {
     finished_ = true;
+    // mainline: "stop_type": "limit"; ik: "stopped_limit": true
     const json* type = member(*v, "stop_type");
-    stopped_by_limit_ = type && type->is_string() && *type == "limit";
+    const json* limit = member(*v, "stopped_limit");
+    stopped_by_limit_ = (type && type->is_string() && *type == "limit") ||
+                        (limit && limit->is_boolean() && limit->get<bool>());
   }
 }
 

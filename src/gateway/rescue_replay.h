@@ -14,9 +14,8 @@
 
 namespace kvgate::gateway {
 
-// Whether an engine error is the output parser rejecting the generation (pinned build:
-// "The model produced output that does not match the expected <format> format"; other
-// builds: "Failed to parse input at pos N").
+// Whether an engine error is the output parser rejecting the generation, or the engine
+// failing to encode it (engine_errors.h: kOutput).
 bool is_output_parse_error(int status, std::string_view message);
 
 // The /completion body that replays `chat_body`'s generation: `prompt` (from

@@ -17,6 +17,8 @@
 //                     turn's generation prompt can end in more tokens than the next turn
 //                     keeps (qwen3 with thinking off: 6), so kvgate asks for more;
 //   - finish reason:  ik answers "stop" when max_tokens ended the reply (mainline "length");
+//   - a full context: a reply that fills the context fails on ik (500 "context shift is
+//                     disabled", after the whole generation) where mainline ends it "length";
 //   - hints:          which fix a message may suggest (mainline has -fit, ik does not).
 #pragma once
 
@@ -41,6 +43,9 @@ Status check_cache_pair(const ServerCaps& caps, std::string_view k, std::string_
 
 // Whether the build says "stop" for a reply that max_tokens cut short (ik) instead of "length".
 bool says_stop_at_max_tokens(Fork fork);
+// Whether a reply that fills the context fails as a whole (ik: 500 "context shift is
+// disabled", the generated text lost) instead of ending with "length" (mainline).
+bool fails_when_reply_fills_context(Fork fork);
 
 // The settings kvgate chooses for a build where the user left them unset: today the
 // checkpoint tolerance of ik for models that resume from checkpoints (`recurrent`).

@@ -1,0 +1,59 @@
+#include "gateway/engine_errors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+bool has(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+
+uint64_t count(const json& e, const char* key) {
+  auto it = e.find(key);
+  return it != e.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+
+}  // namespace
+
+bool is_output_error_message(std::string_view m) {
+  return has(m, "does not match the expected") || has(m, "Failed to parse input at pos") ||
+         has(m, "[json.exception.type_error.316]") || has(m, "invalid UTF-8 byte");
+}
+
+EngineErrorInfo classify_engine_error(int status, std::string_view body) {
+  EngineErrorInfo info;
+  auto j = json::parse(body, nullptr, false);
+  std::string type;
+  const json* e = nullptr;
+  if (j.is_object() && j.contains("error")) {
+    if (j["error"].is_object()) {
+      e = &j["error"];
+      if (auto m = e->find("message"); m != e->end() && m->is_string()) info.message = m->get<std::string>();
+      if (auto t = e->find("type"); t != e->end() && t->is_string()) type = t->get<std::string>();
+    } else if (j["error"].is_string()) {
+      info.message = j["error"].get<std::string>();
+    }
+  } else {
+    info.message = std::string(body.substr(0, 500));
+  }
+  const std::string& m = info.message;
+  if (status < 400) return info;
+  if (has(m, "context shift is disabled")) {
+    info.kind = EngineErrorKind::kContextFilled;
+  } else if (type == "exceed_context_size_error" || type == "context_length_exceeded" ||
+             has(m, "exceeds the available context size") || has(m, "context_length_exceeded")) {
+    info.kind = EngineErrorKind::kPromptTooLong;
+    if (e != nullptr) {
+      info.prompt_tokens = count(*e, "n_prompt_tokens");
+      info.n_ctx = count(*e, "n_ctx");
+    }
+  } else if (has(m, "While executing") || has(m, "Jinja Exception")) {
+    info.kind = EngineErrorKind::kTemplate;
+  } else if (status >= 500 && is_output_error_message(m)) {
+    info.kind = EngineErrorKind::kOutput;
+  }
+  return info;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,116 @@
+#include "gateway/engine_errors.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gateway/finish_reason.h"
+#include "gateway/reply.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+// Bodies as the real builds sent them: ik 8337e4cd3 (CPU) and the pinned mainline.
+constexpr const char* kIkPromptTooLong =
+    R"({"error":{"code":500,"message":"the request exceeds the available context size, try increasing it","type":"server_error"}})";
+constexpr const char* kIkContextFilled =
+    R"({"error":{"code":500,"message":"context_length_exceeded: the request exceeds the available context size; context shift is disabled","type":"server_error"}})";
+constexpr const char* kIkBadUtf8 =
+    R"({"error":{"code":500,"message":"[json.exception.type_error.316] invalid UTF-8 byte at index 2: 0x2D","type":"server_error"}})";
+constexpr const char* kMainlineOverflow =
+    R"({"error":{"code":400,"message":"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}})";
+
+TEST(EngineErrorsTest, BothForksFormats) {
+  EXPECT_EQ(classify_engine_error(500, kIkPromptTooLong).kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(classify_engine_error(500, kIkContextFilled).kind, EngineErrorKind::kContextFilled);
+  EXPECT_EQ(classify_engine_error(500, kIkBadUtf8).kind, EngineErrorKind::kOutput);
+  auto m = classify_engine_error(400, kMainlineOverflow);
+  EXPECT_EQ(m.kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(m.prompt_tokens, 5000u);
+  EXPECT_EQ(m.n_ctx, 4096u);
+  EXPECT_EQ(classify_engine_error(500, R"({"error":{"message":"The model produced output that does not match the expected peg-native format"}})").kind,
+            EngineErrorKind::kOutput);
+  EXPECT_EQ(classify_engine_error(500, R"({"error":{"message":"While executing CallExpression at line 3"}})").kind,
+            EngineErrorKind::kTemplate);
+  // Not explained by the request: possibly an engine in trouble.
+  EXPECT_EQ(classify_engine_error(500, R"({"error":{"message":"slot unavailable"}})").kind, EngineErrorKind::kOther);
+  EXPECT_EQ(classify_engine_error(503, "<html>bad gateway</html>").kind, EngineErrorKind::kOther);
+  // A 4xx is never the output (the request was refused before generating).
+  EXPECT_EQ(classify_engine_error(400, kIkBadUtf8).kind, EngineErrorKind::kOther);
+  // Garbage never throws.
+  for (const char* b : {"", "{", "null", R"({"error":7})", R"({"error":{"message":7,"n_ctx":-1}})"}) {
+    (void)classify_engine_error(500, b);
+  }
+}
+
+TEST(CompletionFiguresTest, MainlineAndIkFinalEvents) {
+  // mainline: timings.cache_n
+  auto m = completion_figures(json::parse(R"({"stop":true,"timings":{"cache_n":2486,"prompt_n":118,"predicted_n":40}})"));
+  EXPECT_TRUE(m.known);
+  EXPECT_EQ(m.prompt_tokens, 2604u);
+  EXPECT_EQ(m.cached_tokens, 2486u);
+  EXPECT_EQ(m.generated_tokens, 40u);
+  // ik: tokens_evaluated is the prompt; tokens_cached counts the generated tokens too.
+  auto ik = completion_figures(json::parse(
+      R"({"stop":true,"tokens_evaluated":10,"tokens_cached":12,"tokens_predicted":3,"timings":{"prompt_n":1,"predicted_n":3,"n_past":12}})"));
+  EXPECT_TRUE(ik.known);
+  EXPECT_EQ(ik.prompt_tokens, 10u);
+  EXPECT_EQ(ik.cached_tokens, 9u);
+  EXPECT_EQ(ik.generated_tokens, 3u);
+  EXPECT_FALSE(completion_figures(json::parse(R"({"content":"x"})")).known);
+}
+
+TEST(FinishReasonFixTest, IkStopAtTheLimitIsLength) {
+  const json request = {{"max_tokens", 3}};
+  json response = json::parse(
+      R"({"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b c"}}],"usage":{"completion_tokens":3}})");
+  FinishReasonFix fix(true, request);
+  fix.fix_response(response);
+  EXPECT_EQ(response["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(fix.rewrote());
+  // Below the limit the model stopped on its own.
+  json early = json::parse(R"({"choices":[{"finish_reason":"stop"}],"usage":{"completion_tokens":2}})");
+  FinishReasonFix fix2(true, request);
+  fix2.fix_response(early);
+  EXPECT_EQ(early["choices"][0]["finish_reason"], "stop");
+  // Mainline is left alone; so is a request without a limit.
+  json same = response;
+  same["choices"][0]["finish_reason"] = "stop";
+  FinishReasonFix off(false, request);
+  off.fix_response(same);
+  EXPECT_EQ(same["choices"][0]["finish_reason"], "stop");
+  FinishReasonFix unlimited(true, json::object());
+  unlimited.fix_response(same);
+  EXPECT_EQ(same["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(FinishReasonFixTest, StreamedFinishHeldUntilTheUsage) {
+  FinishReasonFix fix(true, {{"max_tokens", 3}});
+  auto ev = [](const json& j) { return "data: " + j.dump() + "\n\n"; };
+  const json content = json::parse(R"({"choices":[{"delta":{"content":"x"},"finish_reason":null}]})");
+  const json finish = json::parse(R"({"choices":[{"delta":{},"finish_reason":"stop","index":0}]})");
+  const json usage = json::parse(R"({"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":9}})");
+  EXPECT_EQ(fix.on_chunk(content, ev(content), true).size(), 1u);
+  EXPECT_TRUE(fix.on_chunk(finish, ev(finish), true).empty());  // held
+  auto out = fix.on_chunk(usage, ev(usage), /*forward=*/false);  // the client did not ask for usage
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].find(R"("finish_reason":"length")"), std::string::npos) << out[0];
+  EXPECT_TRUE(fix.flush().empty());
+  // Without a later event, the held chunk goes out unchanged at the end.
+  FinishReasonFix fix2(true, {{"max_tokens", 3}});
+  EXPECT_TRUE(fix2.on_chunk(finish, ev(finish), true).empty());
+  auto rest = fix2.flush();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0], ev(finish));
+  // A finish chunk carrying its own count (ik without usage: timings.predicted_n) is decided at once.
+  FinishReasonFix fix3(true, {{"max_tokens", 3}});
+  json timed = finish;
+  timed["timings"] = {{"predicted_n", 3}};
+  auto now = fix3.on_chunk(timed, ev(timed), true);
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0].find(R"("finish_reason":"length")"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
