@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gateway/e2e_support.h"
+#include "gateway/fork_param.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -18,13 +19,19 @@ using testing::Engine;
 using testing::Front;
 using testing::post_json;
 
-class CompactionE2eTest : public ::testing::Test {
+class CompactionE2eTest : public ::testing::TestWithParam<plan::Fork> {
  protected:
-  static void SetUpTestSuite() {
-    engine_ = Engine::start({.args = {"-c", "4096", "-np", "1", "--metrics"}}).release();
+  static void TearDownTestSuite() { engines_.reset(); }
+  void SetUp() override {
+    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
+    engine_ = &engines_.get(GetParam());
   }
-  static void TearDownTestSuite() { delete engine_; }
-  static Engine* engine_;
+  GatewayOptions with_fork(GatewayOptions o = {}) const {
+    o.engine_fork = GetParam();
+    return o;
+  }
+  static inline testing::SharedEngines engines_{{.args = {"-c", "4096", "-np", "1", "--metrics"}}};
+  static inline Engine* engine_ = nullptr;
 
   static std::string tool_output(int i, size_t words) {
     std::string out = fmt::format("$ cat src/module{}.cc\n", i);
@@ -48,17 +55,17 @@ class CompactionE2eTest : public ::testing::Test {
     return testing::plain_chat(messages, 8);
   }
 };
-Engine* CompactionE2eTest::engine_ = nullptr;
+KVGATE_BOTH_ENGINES(CompactionE2eTest);
 
 json base_conversation() {
   return json::array({{{"role", "system"}, {"content", "You are a coding agent. Be brief."}},
                       {{"role", "user"}, {"content", "Please review the modules one by one."}}});
 }
 
-TEST_F(CompactionE2eTest, LongConversationKeepsWorkingAndMostlyCached) {
+TEST_P(CompactionE2eTest, LongConversationKeepsWorkingAndMostlyCached) {
   GatewayOptions o;
   o.compaction_options.summary_max_tokens = 96;
-  Front front([] { return engine_->endpoint(); }, o);
+  Front front([] { return engine_->endpoint(); }, with_fork(o));
   auto c = front.client();
   json messages = base_conversation();
   uint64_t prompt_total = 0, cached_total = 0;
@@ -97,11 +104,11 @@ TEST_F(CompactionE2eTest, LongConversationKeepsWorkingAndMostlyCached) {
   EXPECT_GT(static_cast<double>(cached_total) / static_cast<double>(prompt_total), 0.6);
 }
 
-TEST_F(CompactionE2eTest, OverflowIsRetriedWithAStrongerCompaction) {
+TEST_P(CompactionE2eTest, OverflowIsRetriedWithAStrongerCompaction) {
   GatewayOptions o;
   o.high_watermark_tokens = 1000000;  // deliberately wrong: kvgate thinks everything fits
   o.compaction_options.summary_max_tokens = 64;
-  Front front([] { return engine_->endpoint(); }, o);
+  Front front([] { return engine_->endpoint(); }, with_fork(o));
   auto c = front.client();
   json messages = base_conversation();
   for (int i = 0; i < 12; ++i) add_turn(messages, i, 40);  // well over 4096 tokens
@@ -112,8 +119,8 @@ TEST_F(CompactionE2eTest, OverflowIsRetriedWithAStrongerCompaction) {
   EXPECT_NE(metrics.find("trigger=\"overflow\""), std::string::npos);
 }
 
-TEST_F(CompactionE2eTest, ASingleMessageThatCannotFitIsExplained) {
-  Front front([] { return engine_->endpoint(); }, {});
+TEST_P(CompactionE2eTest, ASingleMessageThatCannotFitIsExplained) {
+  Front front([] { return engine_->endpoint(); }, with_fork());
   auto c = front.client();
   json messages = base_conversation();
   std::string huge;
@@ -125,14 +132,14 @@ TEST_F(CompactionE2eTest, ASingleMessageThatCannotFitIsExplained) {
   EXPECT_NE(a.body["error"]["message"].get<std::string>().find("newest user message"), std::string::npos) << a.raw;
 }
 
-TEST_F(CompactionE2eTest, SessionsSurviveAGatewayRestart) {
+TEST_P(CompactionE2eTest, SessionsSurviveAGatewayRestart) {
   const auto db = std::filesystem::temp_directory_path() / fmt::format("kvgate_restart_{}.db", ::getpid());
   std::filesystem::remove(db);
   json messages = base_conversation();
   uint64_t last_prompt = 0;
   std::string id;
   {
-    Front front([] { return engine_->endpoint(); }, {});
+    Front front([] { return engine_->endpoint(); }, with_fork());
     ASSERT_TRUE(front.gateway().open_store(db).ok());
     auto c = front.client();
     for (int i = 0; i < 3; ++i) {
@@ -144,7 +151,7 @@ TEST_F(CompactionE2eTest, SessionsSurviveAGatewayRestart) {
     }
     id = json::parse(c.Get("/kvgate/v1/sessions")->body)["data"][0]["id"];
   }  // the gateway goes away without any shutdown step (state was saved every turn)
-  Front front([] { return engine_->endpoint(); }, {});
+  Front front([] { return engine_->endpoint(); }, with_fork());
   ASSERT_TRUE(front.gateway().open_store(db).ok());
   auto c = front.client();
   auto a = post_json(c, "/v1/chat/completions", request(messages));
@@ -157,8 +164,8 @@ TEST_F(CompactionE2eTest, SessionsSurviveAGatewayRestart) {
   std::filesystem::remove(db);
 }
 
-TEST_F(CompactionE2eTest, ManualCompaction) {
-  Front front([] { return engine_->endpoint(); }, {});
+TEST_P(CompactionE2eTest, ManualCompaction) {
+  Front front([] { return engine_->endpoint(); }, with_fork());
   auto c = front.client();
   json messages = base_conversation();
   for (int i = 0; i < 4; ++i) add_turn(messages, i, 20);

@@ -4,12 +4,18 @@
 
 #include <fmt/format.h>
 
+#include "engine/engines_under_test.h"
 #include "engine/pinned.h"
 
 namespace kvgate::gateway::testing {
 
 std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
-  auto server_bin = engine::resolve_server();
+  Result<std::filesystem::path> server_bin = engine::resolve_server();
+  if (options.fork == plan::Fork::kIk) {
+    auto ik = engine::ik_server_under_test();
+    if (!ik) throw std::runtime_error(engine::kIkAbsent);
+    server_bin = *ik;
+  }
   if (!server_bin) throw std::runtime_error(server_bin.error().message());
   auto vocab_path = engine::vocab_file("qwen2");
   if (!vocab_path) throw std::runtime_error(vocab_path.error().message());
@@ -22,7 +28,9 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   auto written = gguf::synthesize(options.spec, &*vocab, e->model_);
   if (!written) throw std::runtime_error(written.error().message());
   e->api_key = options.engine_api_key;
+  e->fork_ = options.fork;
   std::vector<std::string> args = {"-m", e->model_.string(), "-t", "2", "--api-key", e->api_key};
+  if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off"});
   args.insert(args.end(), options.args.begin(), options.args.end());
   auto proc = engine::ServerProcess::start({.binary = *server_bin, .args = args});
   if (!proc) throw std::runtime_error(proc.error().message());

@@ -20,6 +20,9 @@
 namespace kvgate::gateway::testing {
 
 struct EngineOptions {
+  // kIk: the ik_llama.cpp build of $KVGATE_IK_SERVER (engines_under_test.h), started with
+  // --jinja and --context-shift off as kvgate starts it (ik's defaults are the opposite).
+  plan::Fork fork = plan::Fork::kMainline;
   gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
   std::vector<std::string> args = {"-c", "8192", "-np", "1"};
   std::string engine_api_key = "engine-secret";
@@ -37,9 +40,11 @@ class Engine {
   const nlohmann::json& word_bias() const { return word_bias_; }
   EngineEndpoint endpoint() const;
   const std::filesystem::path& model() const { return model_; }
+  plan::Fork fork() const { return fork_; }
   std::string api_key;
 
  private:
+  plan::Fork fork_ = plan::Fork::kMainline;
   std::filesystem::path model_;
   std::unique_ptr<engine::ServerProcess> process_;
   nlohmann::json word_bias_ = nlohmann::json::array();

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gateway/e2e_support.h"
+#include "gateway/fork_param.h"
 #include "gateway/sse.h"
 
 namespace kvgate::gateway {
@@ -16,29 +17,30 @@ using testing::Front;
 using testing::plain_chat;
 using testing::post_json;
 
-class GatewayE2eTest : public ::testing::Test {
+class GatewayE2eTest : public ::testing::TestWithParam<plan::Fork> {
  protected:
-  static void SetUpTestSuite() {
-    engine_ = Engine::start({.args = {"-c", "8192", "-np", "2"}}).release();
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    engine_ = nullptr;
+  static void TearDownTestSuite() { engines_.reset(); }
+  void SetUp() override {
+    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
+    engine_ = &engines_.get(GetParam());
   }
   std::unique_ptr<Front> front(GatewayOptions o = {}, HttpServerOptions http = {}) {
     o.slots = 2;
-    return std::make_unique<Front>([] { return engine_->endpoint(); }, o, http);
+    o.engine_fork = GetParam();
+    Engine* e = engine_;
+    return std::make_unique<Front>([e] { return e->endpoint(); }, o, http);
   }
-  static Engine* engine_;
+  static inline testing::SharedEngines engines_{{.args = {"-c", "8192", "-np", "2"}}};
+  Engine* engine_ = nullptr;
 };
-Engine* GatewayE2eTest::engine_ = nullptr;
+KVGATE_BOTH_ENGINES(GatewayE2eTest);
 
 json convo(const std::string& first) {
   return json::array({{{"role", "system"}, {"content", "You are terse. Current time: 2026-11-29 10:00:00"}},
                       {{"role", "user"}, {"content", first}}});
 }
 
-TEST_F(GatewayE2eTest, NonStreamAnswerAndSecondTurnServedFromCache) {
+TEST_P(GatewayE2eTest, NonStreamAnswerAndSecondTurnServedFromCache) {
   auto f = front();
   auto c = f->client();
   json messages = convo("Tell me about the sea and the mountains and the rivers of the north, in detail please.");
@@ -68,7 +70,7 @@ TEST_F(GatewayE2eTest, NonStreamAnswerAndSecondTurnServedFromCache) {
   EXPECT_GT(p1, 10U);
 }
 
-TEST_F(GatewayE2eTest, IdenticalPrefixIsServedFromCache) {
+TEST_P(GatewayE2eTest, IdenticalPrefixIsServedFromCache) {
   auto f = front();
   auto c = f->client();
   json messages = convo("Describe the history of bridges, roads and canals in great detail.");
@@ -88,7 +90,7 @@ TEST_F(GatewayE2eTest, IdenticalPrefixIsServedFromCache) {
   EXPECT_LT(prompt2 - cached2, prompt2 / 2);
 }
 
-TEST_F(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {
+TEST_P(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {
   auto f = front();
   auto c = f->client();
   for (bool include_usage : {false, true}) {
@@ -121,7 +123,7 @@ TEST_F(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {
   }
 }
 
-TEST_F(GatewayE2eTest, BadInputGetsOpenAiErrors) {
+TEST_P(GatewayE2eTest, BadInputGetsOpenAiErrors) {
   HttpServerOptions http;
   http.max_body_bytes = 4096;
   auto f = front({}, http);
@@ -168,7 +170,7 @@ TEST_F(GatewayE2eTest, BadInputGetsOpenAiErrors) {
   EXPECT_EQ(engine_err.status, 400);
 }
 
-TEST_F(GatewayE2eTest, ApiKeyIsEnforced) {
+TEST_P(GatewayE2eTest, ApiKeyIsEnforced) {
   auto f = front({.api_keys = {"sekrit"}});
   auto c = f->client();
   auto no_key = post_json(c, "/v1/chat/completions", plain_chat(convo("hi")));
@@ -186,7 +188,7 @@ TEST_F(GatewayE2eTest, ApiKeyIsEnforced) {
   EXPECT_EQ(health->status, 200);
 }
 
-TEST_F(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
+TEST_P(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
   auto f = front();
   // A long generation, streamed; the client reads the first bytes and leaves.
   json body = {{"messages", convo("Write a very long story.")}, {"max_tokens", 4000}, {"stream", true},
@@ -210,12 +212,15 @@ TEST_F(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
     auto slots = engine.Get("/slots");
     if (!slots || slots->status != 200) continue;
     idle = true;
-    for (const auto& s : json::parse(slots->body)) idle = idle && !s["is_processing"].get<bool>();
+    // mainline: "is_processing": bool; ik: "state": 0 idle, 1 processing
+    for (const auto& s : json::parse(slots->body)) {
+      idle = idle && (s.contains("is_processing") ? !s["is_processing"].get<bool>() : s.value("state", 1) == 0);
+    }
   }
   EXPECT_TRUE(idle) << "the engine kept generating for a client that left";
 }
 
-TEST_F(GatewayE2eTest, MetricsAndStatus) {
+TEST_P(GatewayE2eTest, MetricsAndStatus) {
   auto f = front();
   auto c = f->client();
   ASSERT_EQ(post_json(c, "/v1/chat/completions", plain_chat(convo("count me"))).status, 200);
@@ -235,7 +240,7 @@ TEST_F(GatewayE2eTest, MetricsAndStatus) {
   EXPECT_EQ(j["token_accounting"]["mismatches"], 0);
 }
 
-TEST_F(GatewayE2eTest, PassThroughEndpoints) {
+TEST_P(GatewayE2eTest, PassThroughEndpoints) {
   auto f = front();
   auto c = f->client();
   auto tok = post_json(c, "/tokenize", {{"content", "hello world"}});
