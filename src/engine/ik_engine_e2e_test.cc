@@ -3,9 +3,9 @@
 // ik's crash handler prints a gdb backtrace), a quantized V cache without flash attention
 // (exit 1) and a q8_KV V cache (a failed GGML_ASSERT). The live verifier must call each a
 // failed start and the supervisor's failure must quote the engine's own error line, not gdb.
-#include <gtest/gtest.h>
-
 #include <mutex>
+
+#include <gtest/gtest.h>
 
 #include "engine/e2e_support.h"
 #include "engine/engines_under_test.h"
@@ -25,10 +25,14 @@ struct FailedStart {
 
 std::vector<FailedStart> failed_starts() {
   return {
-      {"bf16", {"-ctk", "bf16", "-ctv", "bf16"}, "K cache bf16 coupled with V cache bf16 is not a supported combination",
+      {"bf16",
+       {"-ctk", "bf16", "-ctv", "bf16"},
+       "K cache bf16 coupled with V cache bf16 is not a supported combination",
        "engine_crashed"},
-      {"f32_without_flash_attention", {"-ctk", "f32", "-ctv", "f32", "-fa", "off"},
-       "V cache quantization requires flash_attn", "engine_error"},
+      {"f32_without_flash_attention",
+       {"-ctk", "f32", "-ctv", "f32", "-fa", "off"},
+       "V cache quantization requires flash_attn",
+       "engine_error"},
       {"q8_KV", {"-ctv", "q8_KV"}, "GGML_ASSERT(", "engine_crashed"},
   };
 }
@@ -48,8 +52,9 @@ class IkEngineE2eTest : public ::testing::Test {
   // The command kvgate runs (without the key), with warm-up: the bf16 abort happens in the
   // first graph computation, which --no-warmup would move to the first request.
   std::vector<std::string> args(const std::vector<std::string>& flags) const {
-    std::vector<std::string> a = {"-m", model_->path().string(), "-c", "4096", "-np", "1", "-ctk", "f16", "-ctv",
-                                  "f16", "-fa", "auto", "--context-shift", "off", "-t", "2"};
+    std::vector<std::string> a = {
+        "-m",   model_->path().string(), "-c",  "4096", "-np", "1", "-ctk", "f16", "-ctv", "f16", "-fa",
+        "auto", "--context-shift",       "off", "-t",   "2"};
     a.insert(a.end(), flags.begin(), flags.end());
     return a;
   }
@@ -63,10 +68,11 @@ TEST_F(IkEngineE2eTest, LiveVerifierCallsEachAFailedStart) {
     SCOPED_TRACE(c.name);
     std::mutex mu;
     StartupVerifier verifier(std::nullopt);
-    auto server = ServerProcess::start({.binary = *ik_, .args = args(c.flags), .on_line = [&](std::string_view line) {
-                                          std::lock_guard lock(mu);
-                                          verifier.feed(line);
-                                        }});
+    auto server =
+        ServerProcess::start({.binary = *ik_, .args = args(c.flags), .on_line = [&](std::string_view line) {
+                                std::lock_guard lock(mu);
+                                verifier.feed(line);
+                              }});
     ASSERT_TRUE(server.ok()) << server.error().message();
     EXPECT_FALSE((*server)->wait_ready(std::chrono::seconds(60)).ok());
     (*server)->stop(std::chrono::seconds(5));
@@ -93,8 +99,8 @@ TEST_F(IkEngineE2eTest, SupervisorFailureQuotesTheEngineNotTheCrashHandler) {
     config.timing.start_timeout = Millis(60000);
     Supervisor supervisor(config);
     supervisor.start();
-    const SupervisorStatus st =
-        supervisor.wait_until([](const SupervisorStatus& s) { return s.state == State::kFailed; }, Millis(90000));
+    const SupervisorStatus st = supervisor.wait_until(
+        [](const SupervisorStatus& s) { return s.state == State::kFailed; }, Millis(90000));
     supervisor.stop();
     ASSERT_EQ(st.state, State::kFailed) << st.cause;
     EXPECT_NE(st.cause.find("; it said:\n  | "), std::string::npos) << st.cause;

@@ -48,8 +48,8 @@ TEST(IkProbeE2eTest, RealBuildMatchesTheRecordedFixture) {
   bool same = fresh.runs.size() == fixture->runs.size();
   for (const auto& [args, outcome] : fresh.runs) {
     auto it = fixture->runs.find(args);
-    const bool match =
-        it != fixture->runs.end() && it->second.exit_code == outcome.exit_code && it->second.lines == outcome.lines;
+    const bool match = it != fixture->runs.end() && it->second.exit_code == outcome.exit_code &&
+                       it->second.lines == outcome.lines;
     EXPECT_TRUE(match) << "probe '" << args << "' differs from the fixture";
     same = same && match;
   }

@@ -2,10 +2,10 @@
 // (tests/fixtures/ik/, scripts/record-ik-fixtures.sh): starts that became ready, captured with
 // stdout and stderr together and with stderr only, and starts that crashed. Expected figures
 // are the ones those logs print.
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "engine/startup_log.h"
 
@@ -30,8 +30,8 @@ std::vector<std::string> ik_lines(const std::string& name) {
 struct Recorded {
   const char* kind;
   double weights_mib;
-  double kv_mib;      // KV self size
-  double kv_buffer;   // the KV buffer (the hybrid's holds its recurrent state too)
+  double kv_mib;     // KV self size
+  double kv_buffer;  // the KV buffer (the hybrid's holds its recurrent state too)
 };
 
 constexpr Recorded kRecorded[] = {
@@ -113,10 +113,10 @@ TEST(IkStartupLog, UnsupportedCacheCombinationCrash) {
   EXPECT_TRUE(f.crashed);
   ASSERT_TRUE(f.kv_self) << "the cache was allocated before the first graph ran";
   EXPECT_EQ(f.kv_self->type_k, "bf16");
-  EXPECT_EQ(f.errors,
-            (std::vector<std::string>{"K cache bf16 coupled with V cache bf16 is not a supported combination on the "
-                                      "CPU backend. Supported types are: iq4_nl, q4_0, q4_1, q6_0, q8_KV, q8_0, f16",
-                                      "/tmp/ik/src/ggml/src/iqk/iqk_flash_attn.cpp:314: Fatal error"}));
+  EXPECT_EQ(f.errors, (std::vector<std::string>{
+                          "K cache bf16 coupled with V cache bf16 is not a supported combination on the "
+                          "CPU backend. Supported types are: iq4_nl, q4_0, q4_1, q6_0, q8_KV, q8_0, f16",
+                          "/tmp/ik/src/ggml/src/iqk/iqk_flash_attn.cpp:314: Fatal error"}));
 }
 
 TEST(IkStartupLog, QuantizedVWithoutFlashAttentionFailsToLoad) {
@@ -126,7 +126,8 @@ TEST(IkStartupLog, QuantizedVWithoutFlashAttentionFailsToLoad) {
   EXPECT_FALSE(f.model_loaded);
   ASSERT_EQ(f.errors.size(), 3u);
   EXPECT_EQ(f.errors[0], "llama_init_from_model: V cache quantization requires flash_attn");
-  EXPECT_EQ(f.errors[1], "llama_init_from_gpt_params: error: failed to create context with model 'tiny-qwen3.gguf'");
+  EXPECT_EQ(f.errors[1],
+            "llama_init_from_gpt_params: error: failed to create context with model 'tiny-qwen3.gguf'");
   EXPECT_EQ(f.errors[2].rfind("ERR [              load_model] unable to load model", 0), 0u) << f.errors[2];
 }
 
@@ -154,7 +155,9 @@ TEST(IkStartupLog, StartFailureNamesTheEngineErrorNotTheCrashHandler) {
   }
   EXPECT_EQ(failure.last_lines.back(), "/tmp/ik/src/ggml/src/iqk/iqk_flash_attn.cpp:314: Fatal error");
   const std::string text = describe_start_failure(failure);
-  EXPECT_EQ(text.rfind("; it said:\n  | K cache bf16 coupled with V cache bf16 is not a supported combination", 0), 0u)
+  EXPECT_EQ(
+      text.rfind("; it said:\n  | K cache bf16 coupled with V cache bf16 is not a supported combination", 0),
+      0u)
       << text;
   EXPECT_EQ(text.find("Inferior"), std::string::npos) << text;
 
