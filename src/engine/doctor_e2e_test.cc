@@ -24,7 +24,8 @@ struct LiveResult {
   StartupFacts facts;
 };
 
-// Starts `engine` on `model` with -t 2 --no-warmup (mainline: -fit off) and `args`.
+// Starts `engine` on `model` with -t 2 --no-warmup (mainline: -fit off; ik: --log-disable)
+// and `args`.
 LiveResult run_live(const e2e::EngineUnderTest& engine, const std::filesystem::path& model,
                     std::optional<Expectation> expected, const std::vector<std::string>& args) {
   LiveResult out;
@@ -35,6 +36,7 @@ LiveResult run_live(const e2e::EngineUnderTest& engine, const std::filesystem::p
   StartupVerifier verifier(std::move(expected));
   std::vector<std::string> argv = {"-m", model.string(), "-t", "2", "--no-warmup"};
   if (engine.fork == plan::Fork::kMainline) argv.insert(argv.end(), {"-fit", "off"});
+  if (engine.fork == plan::Fork::kIk) argv.push_back("--log-disable");  // no llama.log in the cwd
   argv.insert(argv.end(), args.begin(), args.end());
   auto server = ServerProcess::start({.binary = *binary, .args = argv, .on_line = [&](std::string_view line) {
                                         std::lock_guard lock(mu);

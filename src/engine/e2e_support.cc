@@ -32,6 +32,7 @@ TempModel::~TempModel() {
 std::vector<std::string> common_args(plan::Fork fork) {
   std::vector<std::string> args = {"-t", "2", "--no-warmup"};
   if (fork == plan::Fork::kMainline) args.insert(args.end(), {"-lv", "4", "-fit", "off"});
+  if (fork == plan::Fork::kIk) args.push_back("--log-disable");  // else it writes llama.log into the cwd
   return args;
 }
 

@@ -44,7 +44,8 @@ struct EngineUnderTest {
 
 // What every test start passes besides the model: -t 2 --no-warmup, and for mainline -lv 4
 // (its allocation lines) and -fit off (no context shrinking); ik prints those lines at any
-// verbosity and has no -fit.
+// verbosity and has no -fit, and gets --log-disable (which only stops its llama.log file in
+// the working directory).
 std::vector<std::string> common_args(plan::Fork fork);
 
 // The binary `engine` names (resolve_server() for the pinned build).

@@ -51,10 +51,11 @@ class IkEngineE2eTest : public ::testing::Test {
   }
   // The command kvgate runs (without the key), with warm-up: the bf16 abort happens in the
   // first graph computation, which --no-warmup would move to the first request.
+  // --log-disable only keeps ik from writing llama.log into the working directory.
   std::vector<std::string> args(const std::vector<std::string>& flags) const {
-    std::vector<std::string> a = {
-        "-m",   model_->path().string(), "-c",  "4096", "-np", "1", "-ctk", "f16", "-ctv", "f16", "-fa",
-        "auto", "--context-shift",       "off", "-t",   "2"};
+    std::vector<std::string> a = {"-m", model_->path().string(), "-c", "4096", "-np", "1"};
+    a.insert(a.end(), {"-ctk", "f16", "-ctv", "f16", "-fa", "auto", "--context-shift", "off"});
+    a.insert(a.end(), {"-t", "2", "--log-disable"});
     a.insert(a.end(), flags.begin(), flags.end());
     return a;
   }
