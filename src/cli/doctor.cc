@@ -6,7 +6,8 @@
 // server settings that are not given are taken from the log itself, so the sizes the engine
 // allocated for them are still checked. Exit codes: 0 no
 // error finding, 1 an error finding (or the log has no allocation lines / cannot be read),
-// 2 usage.
+// 2 usage. A log of a start that failed (the engine crashed, or printed errors and did not
+// load) says so in its verdict, with the engine's own error lines in the finding.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -194,6 +195,14 @@ std::vector<std::string> settings_from_log(const engine::StartupFacts& f, const 
   return taken;
 }
 
+// The finding that says the start itself failed (the engine crashed or did not load), if any.
+const engine::Finding* start_failure(const engine::Comparison& c) {
+  for (const auto& f : c.findings) {
+    if (f.code == "engine_crashed" || f.code == "engine_error") return &f;
+  }
+  return nullptr;
+}
+
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot read {}", path));
@@ -312,9 +321,12 @@ int run_doctor(int argc, char** argv) {
       std::printf("  %-7s %s: %s\n", engine::severity_name(f.severity), f.code.c_str(), f.message.c_str());
     }
   }
-  const char* verdict = !result.has_errors()   ? "result: ok"
-                        : source == "none"       ? "result: the log shows a problem"
-                                                 : "result: the server does NOT run as planned";
+  const engine::Finding* failed = start_failure(result);
+  const char* verdict = failed && failed->code == "engine_crashed" ? "result: the start failed: the engine crashed"
+                        : failed                                   ? "result: the start failed: the engine did not load"
+                        : !result.has_errors()                     ? "result: ok"
+                        : source == "none"                         ? "result: the log shows a problem"
+                                                                   : "result: the server does NOT run as planned";
   std::printf("\n%s\n", verdict);
   return result.has_errors() ? kExitFailure : kExitOk;
 }

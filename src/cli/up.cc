@@ -354,6 +354,7 @@ int run_up(int argc, char** argv) {
     const auto st = supervisor.status();
     if (st.state == engine::State::kFailed) {
       say("giving up: " + st.cause);
+      say(fmt::format("the engine's whole output: {}", (log_dir / "engine.log").string()));
       exit_code = kExitFailure;
       break;
     }

@@ -1,6 +1,7 @@
 // `kvgate up` end to end: the real kvgate binary supervising the real pinned llama-server on
 // a synthesized model, served through the pass-through; single-instance locks; a port held
-// by another program; kvgate killed with SIGKILL leaves no engine behind.
+// by another program; kvgate killed with SIGKILL leaves no engine behind; a real ik_llama.cpp
+// build (when $KVGATE_IK_SERVER names one) that dies at start is reported with its own words.
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engines_under_test.h"
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
@@ -286,6 +288,35 @@ TEST_F(UpE2eTest, APortHeldByAnotherProgramIsAnError) {
   EXPECT_NE(out.find("another program"), std::string::npos) << out;
   EXPECT_EQ(out.find("engine start"), std::string::npos) << "the engine must not start: " << out;
   ::close(fd);
+}
+
+// ik's CPU backend aborts on a bf16 K and V cache, and its crash handler then prints a gdb
+// backtrace, so the output's last line is "[Inferior 1 (process N) detached]". `up` must give
+// up showing the engine's own error instead. The flags reach the real engine through a
+// wrapper that appends them to the command kvgate runs (the last -ctk/-ctv wins), so the
+// crash still happens where kvgate's planner would refuse bf16 for this build; the probes
+// are unaffected (each exits at its --version or --help before the appended flags).
+TEST_F(UpE2eTest, IkEngineDyingAtStartIsReportedWithItsOwnError) {
+  const auto ik = engine::ik_server_under_test();
+  if (!ik) GTEST_SKIP() << engine::kIkAbsent;
+  const fs::path wrapper = dir_ / "ik-with-bf16-cache";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec '" << ik->string() << "' \"$@\" -ctk bf16 -ctv bf16\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  Up up(args(model_, port_, {"--server", wrapper.string(), "--state-dir", "none", "--max-failed-starts", "1"}));
+  EXPECT_EQ(up.wait_exit(std::chrono::seconds(120)), 1) << up.output();
+  const std::string out = up.output();
+  const size_t gave_up = out.find("kvgate up: giving up: ");
+  ASSERT_NE(gave_up, std::string::npos) << out;
+  const std::string report = out.substr(gave_up);
+  EXPECT_NE(report.find("killed by signal 6"), std::string::npos) << report;
+  EXPECT_NE(report.find("it said:\n  | K cache bf16 coupled with V cache bf16 is not a supported combination on the CPU "
+                        "backend"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Fatal error"), std::string::npos) << report;
+  EXPECT_EQ(report.find("[Inferior"), std::string::npos) << report;
+  EXPECT_EQ(report.find("libthread_db"), std::string::npos) << report;
+  EXPECT_NE(report.find("the engine's whole output: "), std::string::npos) << report;
 }
 
 TEST_F(UpE2eTest, UsageErrors) {

@@ -1,5 +1,6 @@
-// Verification on live logs of the pinned engine: the verifier is fed the server's output
-// line by line as it arrives (the way the supervisor uses it), reports the log complete
+// Verification on live logs of the real engines, mainline (the pinned build) and ik_llama.cpp
+// (when $KVGATE_IK_SERVER names a build; skipped otherwise): the verifier is fed the server's
+// output line by line as it arrives (the way the supervisor uses it), reports the log complete
 // before the server is ready, finds nothing when the server runs as planned, and names the
 // difference when it does not.
 #include <gtest/gtest.h>
@@ -8,7 +9,7 @@
 #include <mutex>
 
 #include "engine/e2e_support.h"
-#include "engine/pinned.h"
+#include "engine/engines_under_test.h"
 #include "engine/server_process.h"
 #include "engine/verify.h"
 #include "gguf/file.h"
@@ -23,15 +24,19 @@ struct LiveResult {
   StartupFacts facts;
 };
 
-LiveResult run_live(const std::filesystem::path& model, std::optional<Expectation> expected,
-                    const std::vector<std::string>& args) {
+// Starts `engine` on `model` with -t 2 --no-warmup (mainline: -fit off; ik: --log-disable)
+// and `args`.
+LiveResult run_live(const e2e::EngineUnderTest& engine, const std::filesystem::path& model,
+                    std::optional<Expectation> expected, const std::vector<std::string>& args) {
   LiveResult out;
-  auto binary = resolve_server();
+  auto binary = e2e::engine_binary(engine);
   EXPECT_TRUE(binary.ok()) << binary.error().message();
   if (!binary.ok()) return out;
   std::mutex mu;
   StartupVerifier verifier(std::move(expected));
-  std::vector<std::string> argv = {"-m", model.string(), "-t", "2", "--no-warmup", "-fit", "off"};
+  std::vector<std::string> argv = {"-m", model.string(), "-t", "2", "--no-warmup"};
+  if (engine.fork == plan::Fork::kMainline) argv.insert(argv.end(), {"-fit", "off"});
+  if (engine.fork == plan::Fork::kIk) argv.push_back("--log-disable");  // no llama.log in the cwd
   argv.insert(argv.end(), args.begin(), args.end());
   auto server = ServerProcess::start({.binary = *binary, .args = argv, .on_line = [&](std::string_view line) {
                                         std::lock_guard lock(mu);
@@ -62,7 +67,7 @@ std::string dump(const Comparison& c) {
   return out;
 }
 
-class DoctorLiveE2eTest : public ::testing::Test {
+class DoctorLiveE2eTest : public ::testing::TestWithParam<plan::Fork> {
  protected:
   static void SetUpTestSuite() {
     auto m = e2e::TempModel::synthesize(*gguf::synth_defaults("gemma3"), "doctor");
@@ -78,8 +83,15 @@ class DoctorLiveE2eTest : public ::testing::Test {
     delete model_;
     delete desc_;
   }
-  static Expectation expect(const plan::ServerSettings& s) {
-    auto p = plan::plan_memory(*desc_, s, {.has_accelerator = false});
+  void SetUp() override {
+    engine_.fork = GetParam();
+    if (GetParam() == plan::Fork::kIk) {
+      engine_.server = ik_server_under_test();
+      if (!engine_.server) GTEST_SKIP() << kIkAbsent;
+    }
+  }
+  Expectation expect(const plan::ServerSettings& s) const {
+    auto p = plan::plan_memory(*desc_, s, {.fork = GetParam(), .has_accelerator = false});
     EXPECT_TRUE(p.ok()) << p.error().message();
     return expectation_from_plan(*p, s);
   }
@@ -91,39 +103,68 @@ class DoctorLiveE2eTest : public ::testing::Test {
     s.flash_attn = plan::FlashAttn::kOn;
     return s;
   }
-  static const std::vector<std::string> args(const char* ctx, const char* type) {
-    return {"-lv", "4", "-c", ctx, "-np", "2", "-ctk", type, "-ctv", type, "-fa", "on"};
+  // Mainline prints its allocation lines only at -lv 4; ik at any verbosity (and has no -lv).
+  std::vector<std::string> args(const char* ctx, const char* type) const {
+    std::vector<std::string> a = {"-c", ctx, "-np", "2", "-ctk", type, "-ctv", type, "-fa", "on"};
+    if (GetParam() == plan::Fork::kMainline) a.insert(a.begin(), {"-lv", "4"});
+    return a;
   }
+  LiveResult run(const std::vector<std::string>& a) const {
+    return run_live(engine_, model_->path(), expect(settings()), a);
+  }
+  e2e::EngineUnderTest engine_;
   static e2e::TempModel* model_;
   static plan::ModelDescriptor* desc_;
 };
 e2e::TempModel* DoctorLiveE2eTest::model_ = nullptr;
 plan::ModelDescriptor* DoctorLiveE2eTest::desc_ = nullptr;
 
-TEST_F(DoctorLiveE2eTest, AsPlannedNothingToReport) {
-  LiveResult r = run_live(model_->path(), expect(settings()), args("8192", "q8_0"));
+TEST_P(DoctorLiveE2eTest, AsPlannedNothingToReport) {
+  LiveResult r = run(args("8192", "q8_0"));
   EXPECT_TRUE(r.complete_at_ready);
   EXPECT_TRUE(r.at_ready.findings.empty()) << dump(r.at_ready);
-  EXPECT_EQ(r.facts.kv_caches.size(), 2u) << "both sliding-window caches";
+  EXPECT_EQ(r.facts.fork, GetParam());
+  if (GetParam() == plan::Fork::kMainline) {
+    EXPECT_EQ(r.facts.kv_caches.size(), 2u) << "both sliding-window caches";
+  } else {
+    EXPECT_TRUE(r.facts.kv_self) << "ik's one KV self size line";
+  }
 }
 
-TEST_F(DoctorLiveE2eTest, WrongTypeAndSmallerContextAreFindings) {
-  LiveResult r = run_live(model_->path(), expect(settings()), args("4096", "q4_0"));
+TEST_P(DoctorLiveE2eTest, WrongTypeAndSmallerContextAreFindings) {
+  LiveResult r = run(args("4096", "q4_0"));
   EXPECT_TRUE(r.at_ready.has_errors());
   EXPECT_TRUE(has(r.at_ready, "kv_type_mismatch")) << dump(r.at_ready);
   EXPECT_TRUE(has(r.at_ready, "context_smaller")) << dump(r.at_ready);
-  EXPECT_TRUE(has(r.at_ready, "fewer_cells")) << dump(r.at_ready);
   EXPECT_TRUE(has(r.at_ready, "kv_smaller_than_planned")) << dump(r.at_ready);
+  if (GetParam() == plan::Fork::kMainline) {
+    EXPECT_TRUE(has(r.at_ready, "fewer_cells")) << dump(r.at_ready);  // ik logs no cells
+  }
+  for (const auto& f : r.at_ready.findings) {
+    if (f.code != "context_smaller") continue;
+    const bool names_fit = f.message.find("-fit") != std::string::npos;
+    EXPECT_EQ(names_fit, GetParam() == plan::Fork::kMainline) << "ik has no -fit: " << f.message;
+  }
 }
 
-TEST_F(DoctorLiveE2eTest, DefaultVerbosityIsNamed) {
-  LiveResult r = run_live(model_->path(), expect(settings()), {"-c", "8192", "-np", "2"});
+// Mainline's default verbosity hides the allocation lines and the finding says -lv 4; ik
+// prints them at its default, so the same start is complete and as planned.
+TEST_P(DoctorLiveE2eTest, DefaultVerbosity) {
+  LiveResult r = run({"-c", "8192", "-np", "2", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"});
+  if (GetParam() == plan::Fork::kIk) {
+    EXPECT_TRUE(r.complete_at_ready);
+    EXPECT_TRUE(r.at_ready.findings.empty()) << dump(r.at_ready);
+    return;
+  }
   EXPECT_FALSE(r.complete_at_ready);
   EXPECT_TRUE(has(r.at_ready, "no_allocation_lines")) << dump(r.at_ready);
   bool names_lv4 = false;
   for (const auto& f : r.at_ready.findings) names_lv4 = names_lv4 || f.message.find("-lv 4") != std::string::npos;
   EXPECT_TRUE(names_lv4) << dump(r.at_ready);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, DoctorLiveE2eTest, ::testing::Values(plan::Fork::kMainline, plan::Fork::kIk),
+                         [](const ::testing::TestParamInfo<plan::Fork>& p) { return fork_param_name(p.param); });
 
 }  // namespace
 }  // namespace kvgate::engine

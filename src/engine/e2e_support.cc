@@ -29,14 +29,29 @@ TempModel::~TempModel() {
   std::filesystem::remove(path_, ec);
 }
 
-EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args) {
+std::vector<std::string> common_args(plan::Fork fork) {
+  std::vector<std::string> args = {"-t", "2", "--no-warmup"};
+  if (fork == plan::Fork::kMainline) args.insert(args.end(), {"-lv", "4", "-fit", "off"});
+  if (fork == plan::Fork::kIk) args.push_back("--log-disable");  // else it writes llama.log into the cwd
+  return args;
+}
+
+Result<std::filesystem::path> engine_binary(const EngineUnderTest& engine) {
+  if (engine.server) return *engine.server;
+  return resolve_server();
+}
+
+EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args,
+                     const EngineUnderTest& engine) {
   EngineRun run;
-  auto binary = resolve_server();
+  auto binary = engine_binary(engine);
   if (!binary) {
     run.error = binary.error().message();
     return run;
   }
-  std::vector<std::string> argv = {"-m", model.string(), "-lv", "4", "-t", "2", "--no-warmup", "-fit", "off"};
+  std::vector<std::string> argv = {"-m", model.string()};
+  const auto common = common_args(engine.fork);
+  argv.insert(argv.end(), common.begin(), common.end());
   argv.insert(argv.end(), args.begin(), args.end());
   auto server = ServerProcess::start({.binary = *binary, .args = argv});
   if (!server) {

@@ -1,12 +1,15 @@
-// Support for the end-to-end tests that run the pinned llama-server: synthesized models
-// (with the release's tokenizer) and one engine start whose log is returned.
+// Support for the end-to-end tests that run a real llama-server (the pinned mainline build,
+// or an ik_llama.cpp build from engines_under_test.h): synthesized models (with the release's
+// tokenizer) and one engine start whose log is returned.
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gguf/synth.h"
+#include "plan/server_settings.h"
 #include "util/result.h"
 
 namespace kvgate::engine::e2e {
@@ -32,8 +35,25 @@ struct EngineRun {
   std::string error;                 // why it did not become ready
 };
 
-// Starts the pinned server on `model` with `args` plus -lv 4 -t 2 --no-warmup -fit off,
-// waits for /health (60 s) and stops it.
-EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args);
+// The build a run uses: the pinned mainline build unless `server` names another; `fork` says
+// which fork that build is, for the arguments only that fork has.
+struct EngineUnderTest {
+  plan::Fork fork = plan::Fork::kMainline;
+  std::optional<std::filesystem::path> server;
+};
+
+// What every test start passes besides the model: -t 2 --no-warmup, and for mainline -lv 4
+// (its allocation lines) and -fit off (no context shrinking); ik prints those lines at any
+// verbosity and has no -fit, and gets --log-disable (which only stops its llama.log file in
+// the working directory).
+std::vector<std::string> common_args(plan::Fork fork);
+
+// The binary `engine` names (resolve_server() for the pinned build).
+Result<std::filesystem::path> engine_binary(const EngineUnderTest& engine);
+
+// Starts the engine on `model` with common_args plus `args`, waits for /health (60 s) and
+// stops it.
+EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args,
+                     const EngineUnderTest& engine = {});
 
 }  // namespace kvgate::engine::e2e

@@ -1,5 +1,6 @@
 #include "engine/startup_log.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <limits>
@@ -188,6 +189,64 @@ std::optional<uint32_t> ik_field(std::string_view line, std::string_view key) {
   return s.u32();
 }
 
+// Lines only ik_llama.cpp prints, on stdout (`INFO [`, `ERR [`) and on stderr (its SIMD
+// banner, its own context settings; tests/fixtures/ik/startup-*.stderr.log).
+bool is_ik_marker(std::string_view line) {
+  if (line.substr(0, 6) == "INFO [" || line.substr(0, 5) == "ERR [" || contains(line, "HAVE_FANCY_SIMD") ||
+      contains(line, "mla_attn") || line.substr(0, 22) == "------------------- La") {
+    return true;
+  }
+  if (line.substr(0, 22) != "llama_init_from_model:") return false;
+  Scan s(line.substr(22));
+  return one_of(s.word(), {"attn_max_b", "fused_moe", "fused_up_gate", "fused_mmad", "graph_reuse", "k_cache_hadam",
+                           "v_cache_hadam", "reduce_type", "sched_async", "rope_cache"});
+}
+
+// Lines of mainline llama-server; ik prints the first three kinds as well.
+bool is_mainline_marker(std::string_view line) {
+  return line.substr(0, 11) == "print_info:" || line.substr(0, 5) == "srv  " || line.substr(0, 5) == "slot " ||
+         contains(line, "sched_reserve:") || line.substr(0, 14) == "load_tensors: " ||
+         line.substr(0, 15) == "llama_kv_cache:" || contains(line, "llama_memory_recurrent:") ||
+         contains(line, "log_info: verbosity") || contains(line, "-lv N");
+}
+
+// Output of a crash handler, not of the engine: ggml's handler runs gdb on the dying process,
+// which prints its chatter and a backtrace after the engine's own last words.
+bool is_crash_handler_line(std::string_view line) {
+  if (line.size() >= 2 && line[0] == '#' && std::isdigit(static_cast<unsigned char>(line[1]))) return true;
+  if (line.substr(0, 2) == "0x" || line.substr(0, 7) == "[New LW" || line.substr(0, 10) == "[Inferior " ||
+      line.substr(0, 18) == "[Thread debugging " || line.substr(0, 23) == "Using host libthread_db" ||
+      line.substr(0, 7) == "ptrace:" || line == "No stack." || line == "The program is not being run.") {
+    return true;
+  }
+  if (contains(line, "is already traced by process")) return true;
+  // gdb's source lines: "30	../sysdeps/unix/sysv/linux/wait4.c: No such file or directory."
+  size_t digits = 0;
+  while (digits < line.size() && std::isdigit(static_cast<unsigned char>(line[digits]))) ++digits;
+  return digits > 0 && digits < line.size() && line[digits] == '\t';
+}
+
+// A line that says the engine died: ggml's abort (`file:line: Fatal error`, a failed
+// GGML_ASSERT), an uncaught exception, or the crash handler's end.
+bool is_crash_line(std::string_view line) {
+  return contains(line, ": Fatal error") || contains(line, "GGML_ASSERT") || contains(line, "terminate called") ||
+         line.substr(0, 10) == "[Inferior " || contains(line, "Segmentation fault");
+}
+
+bool is_error_line(char level, std::string_view tag, std::string_view body, std::string_view line) {
+  if (is_crash_handler_line(line)) return false;
+  return level == 'E' || line.substr(0, 5) == "ERR [" || contains(line, "error:") || contains(line, "failed to ") ||
+         contains(line, "error loading model") || contains(line, "terminate called") || contains(line, "what():") ||
+         contains(line, "GGML_ASSERT") || contains(line, ": Fatal error") ||
+         contains(line, "is not a supported combination") || (is_context_tag(tag) && contains(body, " requires "));
+}
+
+// ik's banner decoration: "==================== K cache bf16 coupled with …".
+std::string_view undecorated(std::string_view line) {
+  while (!line.empty() && (line.front() == '=' || line.front() == ' ')) line.remove_prefix(1);
+  return line;
+}
+
 }  // namespace
 
 bool StartupFacts::has_allocation_facts() const {
@@ -215,20 +274,17 @@ void StartupLogParser::feed(std::string_view raw) {
   if (line.empty()) return;
   const char level = strip_prefix(line);
   bool recognised = false;
-  auto mark_fork = [&](plan::Fork fork) {
-    if (!f.fork) f.fork = fork;
+  // Fork markers. ik prints some of mainline's lines too (`print_info:`, `srv  init:`, `slot
+  // create_check:`), so a line only ik prints decides, wherever it comes; mainline's lines
+  // name the fork only until then.
+  if (is_ik_marker(line)) {
+    f.fork = plan::Fork::kIk;
     f.llama_markers = true;
     recognised = true;
-  };
-
-  // Fork markers: lines only one fork prints.
-  if (line.substr(0, 6) == "INFO [" || contains(line, "HAVE_FANCY_SIMD") || contains(line, "mla_attn")) {
-    mark_fork(plan::Fork::kIk);
-  } else if (contains(line, "sched_reserve:") || line.substr(0, 11) == "print_info:" || line.substr(0, 5) == "srv  " ||
-             line.substr(0, 5) == "slot " || line.substr(0, 14) == "load_tensors: " ||
-             line.substr(0, 15) == "llama_kv_cache:" || contains(line, "llama_memory_recurrent:") ||
-             contains(line, "log_info: verbosity") || contains(line, "-lv N")) {
-    mark_fork(plan::Fork::kMainline);
+  } else if (is_mainline_marker(line)) {
+    if (!f.fork) f.fork = plan::Fork::kMainline;
+    f.llama_markers = true;
+    recognised = true;
   }
   if (const size_t at = line.find("verbosity = "); at != std::string_view::npos && contains(line, "-lv N")) {
     Scan v(line.substr(at + 12));
@@ -446,10 +502,27 @@ void StartupLogParser::feed(std::string_view raw) {
     f.listening = true;
     recognised = true;
   }
-  const bool error_line = level == 'E' || contains(line, "error:") || contains(line, "failed to ") ||
-                          contains(line, "error loading model") || contains(line, "terminate called") ||
-                          contains(line, "GGML_ASSERT");
-  if (error_line && f.errors.size() < 20) f.errors.emplace_back(line.substr(0, 300));
+  if (is_crash_line(line)) {
+    f.crashed = true;
+    recognised = true;
+  }
+  // ik explains "… is not a supported combination …" with "Supported types are:" and one
+  // indented type a line: they join the error line they explain.
+  const bool indented = raw.size() > line.size() && std::isspace(static_cast<unsigned char>(raw.front()));
+  if (list_open_ && (line == "Supported types are:" || (indented && line.find(' ') == std::string_view::npos))) {
+    if (!f.errors.empty() && f.errors.back().size() < 300) {
+      std::string& last = f.errors.back();
+      last += last.back() == ':' || last.back() == '.' ? " " : ", ";
+      last += line;
+    }
+  } else {
+    list_open_ = false;
+    if (is_error_line(level, tag, body, line)) {
+      const std::string_view text = undecorated(line).substr(0, 300);
+      if (f.errors.size() < 20 && (f.errors.empty() || f.errors.back() != text)) f.errors.emplace_back(text);
+      list_open_ = contains(line, "is not a supported combination");
+    }
+  }
 
   if (recognised) ++f.recognised;
 }
@@ -463,6 +536,27 @@ StartupFacts parse_startup_log(std::string_view text) {
     text.remove_prefix(nl + 1);
   }
   return parser.facts();
+}
+
+StartFailure explain_start_failure(const std::vector<std::string>& lines, size_t tail) {
+  StartupLogParser parser;
+  for (const auto& l : lines) parser.feed(l);
+  StartFailure out;
+  out.cause = parser.facts().errors;
+  out.crashed = parser.facts().crashed;
+  for (auto it = lines.rbegin(); it != lines.rend() && out.last_lines.size() < tail; ++it) {
+    const std::string_view line = trim(*it);
+    if (!line.empty() && !is_crash_handler_line(line)) out.last_lines.emplace_back(line);
+  }
+  std::reverse(out.last_lines.begin(), out.last_lines.end());
+  return out;
+}
+
+std::string describe_start_failure(const StartFailure& failure) {
+  const bool said = !failure.cause.empty();
+  std::string out = said ? "; it said:" : "; its last lines:";
+  for (const auto& l : said ? failure.cause : failure.last_lines) out += "\n  | " + l;
+  return out;
 }
 
 Status require_allocation_facts(const StartupFacts& f) {

@@ -17,7 +17,13 @@
 //   slots     `initializing, n_slots = N, n_ctx_slot = C, …`, the capped-by-training-context
 //             warning, `new slot, n_ctx = …`, ik `initializing slots | n_slots=N` and
 //             `new slot | … n_ctx_slot=C`
-//   outcome   `model loaded` / `listening on`, and error lines (level E, `error:`, `failed to`)
+//   outcome   `model loaded` / `listening on`; error lines (level E, ik's `ERR [`, `error:`,
+//             `failed to`, ggml's `Fatal error` and GGML_ASSERT, ik's "not a supported
+//             combination" and "… requires …" context errors); a crash (ggml abort,
+//             uncaught exception, crash-handler backtrace)
+//   fork      lines only ik prints (`INFO [`, its SIMD banner, its context settings such as
+//             `attn_max_b`) make the log ik's wherever they come; mainline's lines, some of
+//             which ik prints too (`print_info:`, `srv  `, `slot `), name mainline until then
 // Lines are accepted with or without mainline's `0.00.701.029 I ` prefix and with trailing
 // CR/LF. Unrecognised lines are ignored; no input can make the parser fail or crash, a
 // malformed line is simply not recognised.
@@ -115,7 +121,12 @@ struct StartupFacts {
   std::vector<BufferFact> output_buffers;
   std::vector<BufferFact> compute_buffers;
 
-  std::vector<std::string> errors;  // engine error lines (at most 20)
+  // The engine's error lines (at most 20, a line repeated at once kept once), never a crash
+  // handler's output; ik's list of supported cache types joins the error it explains.
+  std::vector<std::string> errors;
+  // The log shows the engine dying: ggml's `Fatal error` or a failed GGML_ASSERT, an uncaught
+  // exception, or a crash handler's backtrace (`[Inferior 1 (process N) detached]`).
+  bool crashed = false;
   bool model_loaded = false;
   bool listening = false;
 
@@ -136,10 +147,22 @@ class StartupLogParser {
  private:
   StartupFacts facts_;
   std::optional<std::pair<plan::CacheRole, uint32_t>> announced_;  // pending cache role + cells
+  bool list_open_ = false;  // the last error line announced a list of supported types
 };
 
 // Parses a whole log (lines separated by \n).
 StartupFacts parse_startup_log(std::string_view text);
+
+// Why a start failed, from the engine's output (oldest first).
+struct StartFailure {
+  std::vector<std::string> cause;       // the engine's own error lines (StartupFacts::errors)
+  std::vector<std::string> last_lines;  // the last `tail` lines, crash-handler output left out
+  bool crashed = false;
+};
+StartFailure explain_start_failure(const std::vector<std::string>& lines, size_t tail = 15);
+// The failure as text for a message: "; it said:" and the cause, else "; its last lines:"
+// and those, each line as "\n  | LINE".
+std::string describe_start_failure(const StartFailure& failure);
 
 // Ok when the facts hold allocation lines; otherwise the error a user can act on: a mainline
 // log without them was written below -lv 4; a log without any llama-server line is not one.

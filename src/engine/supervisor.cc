@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/health_probe.h"
+#include "engine/startup_log.h"
 #include "plan/launch_args.h"
 
 namespace kvgate::engine {
@@ -14,6 +15,23 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
   std::string out;
   for (const auto& i : items) out += (out.empty() ? "" : std::string(sep)) + i;
   return out;
+}
+
+// What the engine's output says about why it failed: its own error lines, else its last
+// lines, crash-handler output left out either way (engine/startup_log.h). ik's crash handler
+// prints a gdb backtrace after the real error, so the plain tail showed only gdb.
+std::string failure_lines(const RunningEngine& engine) {
+  std::vector<std::string> lines;
+  const std::string tail = engine.log_tail(1000);  // "  | LINE\n" per line
+  for (size_t at = 0; at < tail.size();) {
+    size_t nl = tail.find('\n', at);
+    if (nl == std::string::npos) nl = tail.size();
+    std::string_view line(tail.data() + at, nl - at);
+    if (line.substr(0, 4) == "  | ") line.remove_prefix(4);
+    lines.emplace_back(line);
+    at = nl + 1;
+  }
+  return describe_start_failure(explain_start_failure(lines));
 }
 
 }  // namespace
@@ -212,8 +230,8 @@ void Supervisor::run_starting() {
     if (stop_requested()) return fire(Event::kStopRequested, "stop requested");
     if (!engine_->running()) {
       const auto st = engine_->exit_status();
-      return fire(Event::kStartFailed, fmt::format("the engine {} during startup; its last lines:\n{}",
-                                                   st ? st->describe() : "exited", engine_->log_tail(15)));
+      return fire(Event::kStartFailed, fmt::format("the engine {} during startup{}", st ? st->describe() : "exited",
+                                                   failure_lines(*engine_)));
     }
     const CheckResult health = prober_->health(ep, std::min(config_.timing.probe_timeout, Millis(2000)));
     if (health.ok) {
@@ -224,8 +242,8 @@ void Supervisor::run_starting() {
     last = health.detail;
     if (clock_->now() >= deadline) {
       return fire(Event::kStartFailed,
-                  fmt::format("no GET /health 200 within {} ms (last: {}); its last lines:\n{}",
-                              config_.timing.start_timeout.count(), last, engine_->log_tail(15)));
+                  fmt::format("no GET /health 200 within {} ms (last: {}){}", config_.timing.start_timeout.count(),
+                              last, failure_lines(*engine_)));
     }
     sleep_until(std::min(deadline, clock_->now() + config_.timing.poll));
   }
@@ -242,8 +260,8 @@ void Supervisor::run_verifying() {
     if (!engine_->running()) {
       const auto st = engine_->exit_status();
       return fire(Event::kStartFailed,
-                  fmt::format("the engine {} before completing a token; its last lines:\n{}",
-                              st ? st->describe() : "exited", engine_->log_tail(15)));
+                  fmt::format("the engine {} before completing a token{}", st ? st->describe() : "exited",
+                              failure_lines(*engine_)));
     }
     if (clock_->now() >= deadline) {
       return fire(Event::kStartFailed, fmt::format("no successful 1-token completion within {} ms: {}",
@@ -290,8 +308,7 @@ void Supervisor::run_serving() {
     if (stop_requested()) return fire(Event::kStopRequested, "stop requested");
     if (!engine_->running()) {
       const auto st = engine_->exit_status();
-      return fire(Event::kExited, fmt::format("{}; its last lines:\n{}", st ? st->describe() : "exited",
-                                              engine_->log_tail(10)));
+      return fire(Event::kExited, fmt::format("{}{}", st ? st->describe() : "exited", failure_lines(*engine_)));
     }
     std::string reason;
     bool now_requested = false;

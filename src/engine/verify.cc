@@ -41,12 +41,24 @@ const char* cache_label(plan::CacheRole role) {
   return "KV cache";
 }
 
+// The engine's error lines for a message: the first few, joined.
+std::string error_summary(const StartupFacts& f) {
+  std::string out;
+  for (size_t i = 0; i < f.errors.size() && i < 3; ++i) out += (i == 0 ? "" : " | ") + f.errors[i];
+  return out.empty() ? "no error line before it (see the log's last lines)" : out;
+}
+
 void check_facts_alone(const StartupFacts& f, bool final, Report& r) {
+  // A crash is a fact as soon as it is in the log, whatever loaded before it.
+  if (f.crashed) {
+    r.error("engine_crashed", fmt::format("the engine crashed{}: {}", f.listening ? " after it started listening" : "",
+                                          error_summary(f)));
+  }
   if (final) {
     if (auto st = require_allocation_facts(f); !st.ok()) r.error("no_allocation_lines", st.error().message());
-    if (!f.errors.empty() && !f.model_loaded && !f.listening) {
-      r.error("engine_error", fmt::format("the engine reported an error and did not finish loading: {}",
-                                          f.errors.front()));
+    if (!f.crashed && !f.errors.empty() && !f.model_loaded && !f.listening) {
+      r.error("engine_error",
+              fmt::format("the engine reported an error and did not finish loading: {}", error_summary(f)));
     }
   }
   if (f.slot_capped) {
@@ -60,9 +72,13 @@ void check_facts_alone(const StartupFacts& f, bool final, Report& r) {
 void check_context(const Expectation& e, const StartupFacts& f, Report& r) {
   if (f.n_ctx) {
     if (*f.n_ctx < e.n_ctx) {
+      // Mainline's -fit may shrink the context to fit the device; ik has no -fit (it rejects
+      // the flag), so there only -c can be the cause.
+      const char* hint = e.fork == plan::Fork::kIk ? "check -c"
+                                                   : "check -c, and that -fit did not reduce it: pass -fit off";
       r.error("context_smaller", fmt::format("n_ctx is {}, the plan is {}: the server runs a smaller context than "
-                                             "planned (check -c, and that -fit did not reduce it: pass -fit off)",
-                                             *f.n_ctx, e.n_ctx));
+                                             "planned ({})",
+                                             *f.n_ctx, e.n_ctx, hint));
     } else if (*f.n_ctx > e.n_ctx) {
       r.warning("context_larger", fmt::format("n_ctx is {}, the plan is {}", *f.n_ctx, e.n_ctx));
     } else {

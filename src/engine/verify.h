@@ -8,8 +8,12 @@
 // Finding codes (stable; `doctor --json` and the supervisor key on them):
 //   no_allocation_lines     the log has no context/KV lines (mainline below -lv 4, or not a
 //                           llama-server log)                                      error
+//   engine_crashed          the log shows the engine dying (ggml abort, failed assert,
+//                           uncaught exception, crash-handler backtrace); the message
+//                           quotes its error lines                                  error
 //   engine_error            the engine printed errors and did not finish loading   error
-//   context_smaller         n_ctx below the plan                                    error
+//   context_smaller         n_ctx below the plan (the hint names -fit off for mainline
+//                           only: ik has no -fit)                                   error
 //   context_larger          n_ctx above the plan                                    warning
 //   slot_context_smaller    n_ctx_seq or the slot context below the plan            error
 //   slot_capped_by_training_context  the server caps each slot at n_ctx_train       warning

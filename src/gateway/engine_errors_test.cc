@@ -1,5 +1,8 @@
 #include "gateway/engine_errors.h"
 
+#include <fstream>
+#include <sstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +23,21 @@ constexpr const char* kIkBadUtf8 =
     R"({"error":{"code":500,"message":"[json.exception.type_error.316] invalid UTF-8 byte at index 2: 0x2D","type":"server_error"}})";
 constexpr const char* kMainlineOverflow =
     R"({"error":{"code":400,"message":"request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}})";
+
+// tests/fixtures/ik/error-*.json, recorded from the real build (scripts/record-ik-fixtures.sh).
+std::string ik_fixture(const std::string& name) {
+  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/ik/error-" + name + ".json", std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(EngineErrorsTest, RecordedIkBodies) {
+  EXPECT_EQ(classify_engine_error(500, ik_fixture("prompt-exceeds-context")).kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(classify_engine_error(500, ik_fixture("context-filled-generating")).kind, EngineErrorKind::kContextFilled);
+  EXPECT_EQ(classify_engine_error(500, ik_fixture("invalid-utf8-output")).kind, EngineErrorKind::kOutput);
+  EXPECT_EQ(classify_engine_error(500, ik_fixture("invalid-utf8-output-chat")).kind, EngineErrorKind::kOutput);
+}
 
 TEST(EngineErrorsTest, BothForksFormats) {
   EXPECT_EQ(classify_engine_error(500, kIkPromptTooLong).kind, EngineErrorKind::kPromptTooLong);
