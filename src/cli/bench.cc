@@ -23,7 +23,12 @@
 #include "bench/replay.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "engine/pinned.h"
+#include "engine/probe.h"
+#include "gguf/file.h"
+#include "plan/engine_quirks.h"
 #include "plan/fit.h"
+#include "plan/model_desc.h"
 #include "util/log.h"
 #include "util/units.h"
 
@@ -136,6 +141,26 @@ int replay(const std::string& trace_path, const TargetArgs& t, const std::string
   o.engine = {
       .model = t.model, .context = *context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
   if (!t.server.empty()) o.engine.server = t.server;
+  // The build decides the fork: ik runs as `kvgate up` runs it (jinja on, context shift off,
+  // no ./llama.log, the checkpoint tolerance for hybrid models; it has no chunk reuse).
+  auto server_bin = engine::resolve_server(t.server.empty() ? std::nullopt : std::optional<std::string>(t.server));
+  if (!server_bin) return fail("replay", server_bin.error().message());
+  auto probed = engine::probe_server(*server_bin);
+  if (!probed) return fail("replay", probed.error().message());
+  o.gateway.engine_fork = probed->caps.fork;
+  if (probed->caps.fork == plan::Fork::kIk) {
+    cache_reuse = 0;
+    o.engine.extra_args.insert(o.engine.extra_args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
+    auto file = gguf::File::open(t.model);
+    if (!file) return fail("replay", file.error().message());
+    auto desc = plan::describe_model(*file);
+    if (!desc) return fail("replay", desc.error().message());
+    plan::ServerSettings s;
+    plan::choose_fork_settings(probed->caps, desc->has_recurrent(), s);
+    if (s.ctx_checkpoint_tolerance) {
+      o.engine.extra_args.insert(o.engine.extra_args.end(), {"-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance)});
+    }
+  }
   // Both paths run the engine as `kvgate up` does for an attention-only model: chunk reuse on
   // (the direct path gets it too, so the settings are the same), and the gateway compacts at
   // the planner's safe cap with the summary after the retained messages, which then stay cached.

@@ -174,6 +174,10 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   }
   // Mainline hides its allocation lines below -lv 4; ik prints them unconditionally.
   b.add_if("-lv 4", {"-lv", "4"});
+  // ik also writes its log to ./llama.log (mode 0644, in whatever directory kvgate runs in);
+  // its --log-disable stops only that file (stderr keeps every line). Mainline's would
+  // silence the log the startup check reads.
+  if (caps.fork == Fork::kIk) b.add_if("--log-disable", {"--log-disable"});
   // Mainline's -fit adjusts unset values only; off keeps the start exactly as planned.
   b.add_if("-fit off", {"-fit", "off"});
   return b.take();

@@ -76,6 +76,7 @@ TEST(LaunchArgsTest, MainlineDefaultsAreExplicit) {
 }
 
 TEST(LaunchArgsTest, IkDefaultsSayContextShiftOff) {
+  // --log-disable: ik writes no ./llama.log (stderr, which kvgate reads, keeps every line).
   auto args = launch_args(base(), fixture_caps("ik"));
   ASSERT_TRUE(args.ok()) << args.error().message();
   EXPECT_EQ(*args, (Args{"-m",
@@ -101,7 +102,8 @@ TEST(LaunchArgsTest, IkDefaultsSayContextShiftOff) {
                          "-to",
                          "3600",
                          "--jinja",
-                         "--metrics"}));
+                         "--metrics",
+                         "--log-disable"}));
 }
 
 // The seed deployment's ik flags: -cram 8192 -crs 0.50 -cram-n-min 32 --context-shift on -to 1800 -fa on

@@ -29,7 +29,7 @@ constexpr std::string_view kProbes[] = {
     // server
     "-to 600", "-mla 3", "--jinja", "--no-jinja", "--metrics", "--api-key kvgate-probe",
     "--api-key-file /dev/null", "-a kvgate-probe",
-    "-lv 4", "--sse-ping-interval 30", "-fit off", kBogusFlag};
+    "-lv 4", "--sse-ping-interval 30", "-fit off", "--log-disable", kBogusFlag};
 
 constexpr std::string_view kMainlineKvTypes[] = {"f32",  "f16",    "bf16", "q8_0", "q4_0",
                                                  "q4_1", "iq4_nl", "q5_0", "q5_1"};
