@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "cli/up_test_support.h"
+#include "engine/engines_under_test.h"
 #include "engine/pinned.h"
 #include "gateway/e2e_support.h"
 #include "gateway/fault_support.h"
@@ -93,8 +94,10 @@ class UpFaultsTest : public ::testing::Test {
       if (std::find(extra.begin(), extra.end(), k) == extra.end()) a.insert(a.end(), {k, v});
     }
     a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), server_args_.begin(), server_args_.end());
     return a;
   }
+  std::vector<std::string> server_args_;  // --server BIN for another engine than the pinned one
 
   void start(std::vector<std::string> a, std::vector<std::string> prefix = {}) {
     up_ = std::make_unique<UpProcess>(std::move(a), std::move(prefix));
@@ -207,7 +210,22 @@ std::string kind_of(const gateway::testing::JsonAnswer& a) {
 
 // ---- the engine --------------------------------------------------------------------------
 
-TEST_F(UpFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
+// The engine faults, against both engines (the ik_llama.cpp build when one is available).
+class UpEngineFaultsTest : public UpFaultsTest, public ::testing::WithParamInterface<plan::Fork> {
+ protected:
+  void SetUp() override {
+    UpFaultsTest::SetUp();
+    if (GetParam() == plan::Fork::kIk) {
+      auto ik = engine::ik_server_under_test();
+      if (!ik) GTEST_SKIP() << engine::kIkAbsent;
+      server_args_ = {"--server", ik->string()};
+    }
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Engines, UpEngineFaultsTest, ::testing::Values(plan::Fork::kMainline, plan::Fork::kIk),
+                         [](const ::testing::TestParamInfo<plan::Fork>& i) { return std::string(plan::fork_name(i.param)); });
+
+TEST_P(UpEngineFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   auto model = synth(*gguf::synth_defaults("qwen3"));
   start(args(model));
   std::map<std::string, int> client;
@@ -280,7 +298,7 @@ TEST_F(UpFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
        {"result", "pass"}});
 }
 
-TEST_F(UpFaultsTest, EngineKilledDuringPrefill) {
+TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   KVGATE_REQUIRE_LONG_SUITE();
   // A model slow enough to prefill for seconds on two cores.
   gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
@@ -310,16 +328,18 @@ TEST_F(UpFaultsTest, EngineKilledDuringPrefill) {
   ASSERT_GT(prefill_ms, 1500) << "the prefill must last long enough to be interrupted";
   std::map<std::string, int> client;
 
-  // Streamed: killed at the first prefill progress the client sees.
+  // Streamed: killed at the first prefill progress the client sees (ik sends no progress:
+  // at the first keep-alive before any content, which is also during the prefill).
   int starts = up_->engine_starts();
   pid_t engine = up_->engine_pid();
   std::atomic<bool> killed{false};
   std::string killed_at;
+  const bool progress = GetParam() == plan::Fork::kMainline;
   t0 = Clock::now();
   auto st = stream_request(
       port_, body(long_prompt("stream"), 4), {}, 120s, [&](const gateway::testing::StreamOutcome& o) {
-        if (!killed && !o.comments.empty() && o.comments.back().find("prefill") != std::string::npos &&
-            o.content.empty()) {
+        if (!killed && !o.comments.empty() &&
+            (!progress || o.comments.back().find("prefill") != std::string::npos) && o.content.empty()) {
           killed_at = o.comments.back();
           ::kill(engine, SIGKILL);
           killed = true;
@@ -369,7 +389,7 @@ TEST_F(UpFaultsTest, EngineKilledDuringPrefill) {
        {"result", a.status == 200 && st.done ? "pass" : "fail"}});
 }
 
-TEST_F(UpFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
+TEST_P(UpEngineFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
   KVGATE_REQUIRE_LONG_SUITE();
   auto model = synth(*gguf::synth_defaults("qwen3"));
   start(args(model));
