@@ -8,6 +8,7 @@
 
 #include "gateway/finish_reason.h"
 #include "gateway/reply.h"
+#include "gateway/slot_listing.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -128,6 +129,34 @@ TEST(FinishReasonFixTest, StreamedFinishHeldUntilTheUsage) {
   auto now = fix3.on_chunk(timed, ev(timed), true);
   ASSERT_EQ(now.size(), 1u);
   EXPECT_NE(now[0].find(R"("finish_reason":"length")"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+TEST(SlotListingTest, OnlyNumbersFlagsAndTheModelPass) {
+  // The shape of ik 8337e4cd3's /slots entry (trimmed), and mainline's is_processing.
+  const json ik = json::parse(R"([{"n_ctx":4096,"model":"m.gguf","temperature":0.8,"stop":["secret stop"],
+      "grammar":"root ::= \"secret\"","logit_bias":[[5,1.0]],"id":0,"id_task":12,"state":0,
+      "prompt":"<|im_start|>user\nsecret<|im_end|>","chat_format":"peg-native",
+      "next_token":{"has_next_token":false,"n_remain":0,"n_decoded":3,"stopping_word":"secret"},
+      "is_processing":false}])");
+  const json out = slots_without_content(ik);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out.dump().find("secret"), std::string::npos) << out.dump();
+  EXPECT_EQ(out[0]["n_ctx"], 4096);
+  EXPECT_EQ(out[0]["id"], 0);
+  EXPECT_EQ(out[0]["state"], 0);
+  EXPECT_EQ(out[0]["model"], "m.gguf");
+  EXPECT_EQ(out[0]["is_processing"], false);
+  EXPECT_EQ(out[0]["next_token"]["n_decoded"], 3);
+  EXPECT_FALSE(out[0].contains("prompt"));
+  EXPECT_FALSE(out[0].contains("stop"));
+  EXPECT_TRUE(slots_without_content(json::parse(R"({"error":"x"})")).empty());
+  EXPECT_TRUE(slots_without_content(json()).empty());
 }
 
 }  // namespace

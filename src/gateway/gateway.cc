@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gateway/engine_errors.h"
+#include "gateway/slot_listing.h"
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
 #include "gateway/reply.h"
@@ -405,6 +406,10 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
     rec.status = r.status;
     if (r.status >= 400) {
       send_error(writer, from_engine_answer(r.status, r.body));
+    } else if (request.path == "/slots") {
+      // Another conversation's prompt and sampling text never pass (slot_listing.h).
+      auto slots = json::parse(r.body, nullptr, false);
+      writer.send(r.status, kJson, slots_without_content(slots).dump(-1, ' ', false, json::error_handler_t::replace));
     } else {
       writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}}, r.body);
     }

@@ -9,7 +9,8 @@
 //   GET  /metrics               Prometheus text
 //   GET  /kvgate/v1/status      JSON: engine, sessions, slots, token accounting, counters
 //   GET  /kvgate/v1/sessions[/ID]
-//   /tokenize /detokenize /apply-template /props /slots   passed through
+//   /tokenize /detokenize /apply-template /props   passed through
+//   GET  /slots                 passed through without any conversation's text (slot_listing.h)
 // Everything but /health needs an API key when keys are configured (Authorization: Bearer
 // or x-api-key; compared in constant time). Each key is a scope: sessions, their listing and
 // the slot owners in /kvgate/v1/status are those of the caller's key only. Errors are OpenAI-format JSON with proper

@@ -254,5 +254,36 @@ TEST_P(GatewayE2eTest, PassThroughEndpoints) {
   EXPECT_EQ(props->status, 200);
 }
 
+// A slot serves every conversation: its listing through kvgate carries none of their text
+// (ik's /slots includes the last prompt of each slot; both forks the last sampling strings).
+TEST_P(GatewayE2eTest, SlotListingCarriesNoConversationText) {
+  auto f = front();
+  auto c = f->client();
+  const std::string secret = "the vault code is 7-3-9-1 zebra";
+  json body = plain_chat(convo(secret));
+  body["stop"] = json::array({"zebra stop word"});
+  ASSERT_EQ(post_json(c, "/v1/chat/completions", body).status, 200);
+  // Straight from the engine the text is there on ik (the precondition that makes this test mean something).
+  httplib::Client engine("127.0.0.1", engine_->process().port());
+  engine.set_bearer_token_auth(engine_->api_key.c_str());
+  auto direct = engine.Get("/slots");
+  ASSERT_TRUE(direct);
+  if (GetParam() == plan::Fork::kIk) {
+    EXPECT_NE(direct->body.find("vault code"), std::string::npos);
+  }
+  auto through = c.Get("/slots");
+  ASSERT_TRUE(through);
+  ASSERT_EQ(through->status, 200);
+  EXPECT_EQ(through->body.find("vault code"), std::string::npos) << through->body.substr(0, 400);
+  EXPECT_EQ(through->body.find("zebra"), std::string::npos) << through->body.substr(0, 400);
+  auto slots = json::parse(through->body);
+  ASSERT_TRUE(slots.is_array());
+  EXPECT_EQ(slots.size(), 2U);
+  for (const auto& s : slots) {
+    EXPECT_TRUE(s.contains("id")) << s.dump();
+    EXPECT_TRUE(s.contains("n_ctx")) << s.dump();
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
