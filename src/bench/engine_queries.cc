@@ -61,7 +61,7 @@ Result<EngineCounters> parse_engine_counters(std::string_view text) {
     }
   }
   if (!processed) return Error("the engine's metrics have no llamacpp:prompt_tokens_total");
-  if (!cached) c.cached = 0;  // older builds do not count reuse; treat as none
+  c.cached_known = cached;  // ik and older builds do not count reuse
   return c;
 }
 

@@ -29,6 +29,7 @@ Result<uint64_t> engine_context(HttpClient& engine);
 struct EngineCounters {
   double processed = 0;  // prompt tokens computed
   double cached = 0;     // prompt tokens reused from the cache
+  bool cached_known = false;  // the build exports the reuse counter (ik does not)
 };
 Result<EngineCounters> engine_counters(HttpClient& engine);
 // Parses the two counters out of Prometheus text (missing counters: error).

@@ -19,7 +19,19 @@ TEST(EngineQueriesTest, ParsesTheEnginesCounters) {
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->processed, 12345);
   EXPECT_EQ(c->cached, 6789);
+  EXPECT_TRUE(c->cached_known);
   EXPECT_FALSE(parse_engine_counters("llamacpp:tokens_predicted_total 5\n").ok());
+}
+
+// ik_llama.cpp 8337e4cd3's /metrics (its first lines): no reuse counter, which is then unknown, not 0.
+TEST(EngineQueriesTest, IkCountsNoReuse) {
+  const std::string text =
+      "llamacpp:prompt_tokens_total 2723\nllamacpp:prompt_seconds_total 0.7\nllamacpp:tokens_predicted_total 12\n"
+      "llamacpp:kv_cache_tokens 11\n";
+  auto c = parse_engine_counters(text);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->processed, 2723);
+  EXPECT_FALSE(c->cached_known);
 }
 
 TEST(EngineQueriesTest, EndpointUrls) {

@@ -158,6 +158,7 @@ Result<PathResult> run_path(const Trace& trace, const ReplayOptions& options, bo
     KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(engine_client));
     t.engine_processed = after.processed - before.processed;
     t.engine_cached = after.cached - before.cached;
+    t.engine_cached_known = after.cached_known;
     if (gw) {
       const auto s = client.get("/kvgate/v1/sessions");
       if (s.status == 200) t.compactions = new_compactions(s.json(), last_ts);
@@ -206,6 +207,7 @@ PathSummary summarize_path(const std::vector<TurnResult>& turns) {
     total.push_back(t.total_ms);
     s.engine_processed += t.engine_processed;
     s.engine_cached += t.engine_cached;
+    s.engine_cached_known = s.engine_cached_known && t.engine_cached_known;
     s.compactions += t.compactions.size();
     if (!t.ok()) {
       ++s.failures[failure_name(t.failure)];

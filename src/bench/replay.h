@@ -68,6 +68,7 @@ struct TurnResult {
   uint64_t prefilled_tokens = 0;
   double engine_processed = 0;  // engine counters over the turn
   double engine_cached = 0;
+  bool engine_cached_known = true;  // the engine exports its reuse counter
   nlohmann::json compactions = nlohmann::json::array();  // the gateway's events of this turn
   bool ok() const { return failure == FailureKind::kNone; }
 };
@@ -81,6 +82,7 @@ struct PathSummary {
   double prefilled_ratio = 0;                                           // prefilled / prompt
   double engine_processed = 0, engine_cached = 0;                       // all turns
   double engine_processed_ratio = 0;                                    // processed / (processed + cached)
+  bool engine_cached_known = true;                                      // every turn's reuse was counted
   Summary ttft_ms;                                                      // successful turns
   Summary total_ms;                                                     // all turns
   size_t compactions = 0;

@@ -36,7 +36,7 @@ json summary_json(const PathSummary& s) {
           {"prefilled_ratio", s.prefilled_ratio},
           {"engine_processed_tokens", s.engine_processed},
           {"engine_cached_tokens", s.engine_cached},
-          {"engine_processed_ratio", s.engine_processed_ratio},
+          {"engine_processed_ratio", s.engine_cached_known ? json(s.engine_processed_ratio) : json(nullptr)},
           {"ttft_ms", to_json(s.ttft_ms)},
           {"total_ms", to_json(s.total_ms)},
           {"compactions", s.compactions}};
@@ -179,9 +179,13 @@ std::string replay_text(const ReplayReport& r) {
       for (const auto& [k, n] : m.failures) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
       s += fmt::format("  {} failures: {} (first at turn {})\n", p.name, kinds, m.first_failure_turn);
     }
-    s +=
-        fmt::format("  {} engine counters: {:.0f} prompt tokens computed, {:.0f} reused ({:.1f}% computed)\n",
-                    p.name, m.engine_processed, m.engine_cached, 100.0 * m.engine_processed_ratio);
+    if (m.engine_cached_known) {
+      s += fmt::format("  {} engine counters: {:.0f} prompt tokens computed, {:.0f} reused ({:.1f}% computed)\n",
+                       p.name, m.engine_processed, m.engine_cached, 100.0 * m.engine_processed_ratio);
+    } else {
+      s += fmt::format("  {} engine counters: {:.0f} prompt tokens computed (this build does not count reuse)\n",
+                       p.name, m.engine_processed);
+    }
     if (p.name == "gateway") {
       s += fmt::format("  gateway sessions at the end: {}\n", p.sessions);
       if (p.accounting.is_object()) {
