@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gateway/e2e_support.h"
+#include "gateway/fork_param.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -28,10 +29,12 @@ std::vector<json> load_trace(const std::string& name, size_t turns) {
   return out;
 }
 
-// The engine's own counters: prompt tokens it computed and prompt tokens it reused.
+// The engine's own counters: prompt tokens it computed and prompt tokens it reused (ik does
+// not count reuse: its replies' usage is read instead).
 struct EngineCounters {
   double processed = 0;
   double cached = 0;
+  bool cached_known = false;
 };
 
 EngineCounters engine_counters(Engine& e) {
@@ -44,7 +47,10 @@ EngineCounters engine_counters(Engine& e) {
   static const std::regex processed(R"(\nllamacpp:prompt_tokens_total ([0-9.eE+-]+))");
   static const std::regex cached(R"(\nllamacpp:prompt_tokens_cached_total ([0-9.eE+-]+))");
   if (std::regex_search(res->body, m, processed)) out.processed = std::stod(m[1]);
-  if (std::regex_search(res->body, m, cached)) out.cached = std::stod(m[1]);
+  if (std::regex_search(res->body, m, cached)) {
+    out.cached = std::stod(m[1]);
+    out.cached_known = true;
+  }
   return out;
 }
 
@@ -68,20 +74,32 @@ std::vector<TurnResult> replay(Engine& engine, httplib::Client& client, const st
   std::vector<TurnResult> out;
   for (json req : turns) {
     req["max_tokens"] = 1;  // the trace supplies the assistant turns; only the prefill matters
+    req["logit_bias"] = engine.word_bias();  // a whole word: never a lone byte ik cannot encode
+    req["stream"] = false;                   // one JSON answer, whose usage ik's figures come from
     const auto before = engine_counters(engine);
     auto res = client.Post("/v1/chat/completions", req.dump(), "application/json");
     const auto after = engine_counters(engine);
     TurnResult r;
     r.status = res ? res->status : 0;
-    r.cached = after.cached - before.cached;
-    r.prompt = (after.processed - before.processed) + r.cached;
+    if (after.cached_known) {
+      r.cached = after.cached - before.cached;
+      r.prompt = (after.processed - before.processed) + r.cached;
+    } else if (res && res->status == 200) {
+      const json usage = json::parse(res->body).value("usage", json::object());
+      r.prompt = usage.value("prompt_tokens", 0.0);
+      r.cached = usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0.0);
+    }
     out.push_back(r);
   }
   return out;
 }
 
-TEST(ReplayE2eTest, AgentZhReasoningTurns1To15StayCachedThroughKvgate) {
-  auto engine = Engine::start({.args = {"-c", "32768", "-np", "1", "--metrics"}});
+class ReplayE2eTest : public ::testing::TestWithParam<plan::Fork> {};
+KVGATE_BOTH_ENGINES(ReplayE2eTest);
+
+TEST_P(ReplayE2eTest, AgentZhReasoningTurns1To15StayCachedThroughKvgate) {
+  KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
+  auto engine = Engine::start({.fork = GetParam(), .args = {"-c", "32768", "-np", "1", "--metrics"}});
   const auto trace = load_trace("agent-zh-reasoning.jsonl", 15);
   ASSERT_EQ(trace.size(), 15U);
 
@@ -96,7 +114,9 @@ TEST(ReplayE2eTest, AgentZhReasoningTurns1To15StayCachedThroughKvgate) {
 
   // Through kvgate (clock line pinned in the copy); a fresh slot so nothing is reused from
   // the direct replay above.
-  Front front([&] { return engine->endpoint(); }, {});
+  GatewayOptions o;
+  o.engine_fork = GetParam();
+  Front front([&] { return engine->endpoint(); }, o);
   httplib::Client c("127.0.0.1", front.port());
   c.set_read_timeout(std::chrono::seconds(300));
   std::vector<json> pinned;
