@@ -24,21 +24,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// Fills the outcome's overflow / template / context-filled flags from an engine's error answer;
-// returns the engine's message.
-std::string note_engine_error(int status, const std::string& body, bool& overflow, uint64_t& prompt_tokens,
-                              uint64_t& n_ctx, bool& template_error, bool& context_filled) {
-  EngineErrorInfo e = classify_engine_error(status, body);
-  overflow = e.kind == EngineErrorKind::kPromptTooLong;
-  template_error = e.kind == EngineErrorKind::kTemplate;
-  context_filled = e.kind == EngineErrorKind::kContextFilled;
-  if (overflow) {
-    prompt_tokens = e.prompt_tokens;
-    n_ctx = e.n_ctx;
-  }
-  return std::move(e.message);
-}
-
 // The longest line accepted in an engine's event stream (a chunk is a few hundred bytes;
 // anything this long is not SSE).
 constexpr size_t kMaxEngineEventLine = 8 << 20;
@@ -51,6 +36,18 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                                         size_t first_call_id, ResponseWriter& writer, StreamRelay* relay,
                                         CancelScope& cancel, Clock::time_point t0) {
   SendOutcome out;
+  // The outcome's flags from an engine's error answer (engine_errors.h).
+  auto note_engine_error = [&out](int status, const std::string& error) {
+    EngineErrorInfo e = classify_engine_error(status, error);
+    out.overflow = e.kind == EngineErrorKind::kPromptTooLong;
+    out.template_error = e.kind == EngineErrorKind::kTemplate;
+    out.context_filled = e.kind == EngineErrorKind::kContextFilled;
+    if (out.overflow) {
+      out.overflow_prompt_tokens = e.prompt_tokens;
+      out.overflow_context = e.n_ctx;
+    }
+    return e;
+  };
   const std::string upstream_body = body.dump(-1, ' ', false, json::error_handler_t::replace);
   const std::string model = body.value("model", options_.model_name);
   if (!stream) {
@@ -65,10 +62,9 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
       auto& r = std::get<UpstreamResponse>(res);
       out.status = r.status;
       if (r.status != 200) {
-        const std::string message = note_engine_error(r.status, r.body, out.overflow, out.overflow_prompt_tokens,
-                                                      out.overflow_context, out.template_error, out.context_filled);
+        const EngineErrorInfo e = note_engine_error(r.status, r.body);
         out.failure = from_engine_answer(r.status, r.body);
-        if (is_output_parse_error(r.status, message)) rescue_reason = message;
+        if (e.kind == EngineErrorKind::kOutput) rescue_reason = e.message;
       } else {
         auto j = json::parse(r.body, nullptr, false);
         if (j.is_discarded() || !j.is_object()) {
@@ -135,11 +131,12 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
          for (const auto& ev : parser.feed(data)) {
            if (ev.comment_only) continue;  // the engine's pings; kvgate sends its own
            bool forward = true;
+           json chunk;
            if (ev.is_done()) {
              out.saw_done = true;
              forward = false;  // sent after the session is saved
            } else {
-             auto chunk = json::parse(ev.data, nullptr, false);
+             chunk = json::parse(ev.data, nullptr, false);
              if (chunk.is_discarded() || !chunk.is_object()) {
                ++bad_events;  // not an OpenAI chunk: never relayed to the client
                forward = false;
@@ -177,13 +174,14 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                if (out.ttft_ms < 0 && out.reply.has_output()) out.ttft_ms = ms_since(t0);
              }
            }
-           std::vector<std::string> now = {ev.raw};
-           if (!ev.is_done()) {
-             auto chunk = json::parse(ev.data, nullptr, false);
-             if (chunk.is_object()) now = finish.on_chunk(chunk, ev.raw, forward);
+           // A chunk goes through the finish-reason fix (which may hold it, or release a held
+           // one on a chunk that is itself not relayed); [DONE] and non-JSON events never relay.
+           std::vector<std::string> now;
+           if (chunk.is_object()) {
+             now = finish.on_chunk(chunk, ev.raw, forward);
+           } else if (forward) {
+             now.push_back(ev.raw);
            }
-           if (!forward && now.size() == 1 && now.front() == ev.raw) continue;
-           if (!forward && !now.empty() && now.back() == ev.raw) now.pop_back();
            for (const auto& raw : now) {
              if (holding) {
                held.push_back(raw);
@@ -206,8 +204,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
                                           kMaxEngineEventLine));
     if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream is not server-sent events");
   } else if (out.status != 200) {
-    note_engine_error(out.status, error_body, out.overflow, out.overflow_prompt_tokens, out.overflow_context,
-                      out.template_error, out.context_filled);
+    note_engine_error(out.status, error_body);
     out.failure = from_engine_answer(out.status, error_body);
   } else if (parse_error && !cancel.cancelled()) {
     auto rescued = rescue_generation(body, first_call_id, cancel, *parse_error);

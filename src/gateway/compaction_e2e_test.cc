@@ -19,20 +19,11 @@ using testing::Engine;
 using testing::Front;
 using testing::post_json;
 
-class CompactionE2eTest : public ::testing::TestWithParam<plan::Fork> {
- protected:
-  static void TearDownTestSuite() { engines_.reset(); }
-  void SetUp() override {
-    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
-    engine_ = &engines_.get(GetParam());
-  }
-  GatewayOptions with_fork(GatewayOptions o = {}) const {
-    o.engine_fork = GetParam();
-    return o;
-  }
-  static inline testing::SharedEngines engines_{{.args = {"-c", "4096", "-np", "1", "--metrics"}}};
-  static inline Engine* engine_ = nullptr;
+class CompactionE2eTest : public testing::EngineSuite<CompactionE2eTest> {
+ public:
+  static testing::EngineOptions engine_options() { return {.args = {"-c", "4096", "-np", "1", "--metrics"}}; }
 
+ protected:
   static std::string tool_output(int i, size_t words) {
     std::string out = fmt::format("$ cat src/module{}.cc\n", i);
     for (size_t w = 0; w < words; ++w) out += fmt::format("line {} value {} ok\n", w, (w * 7 + static_cast<size_t>(i)) % 97);

@@ -52,4 +52,24 @@ class SharedEngines {
   std::map<plan::Fork, std::unique_ptr<Engine>> engines_;
 };
 
+// A suite parameterised over the engine, with one engine per fork shared by its cases:
+// `Suite` (CRTP) provides `static EngineOptions engine_options()`. `engine_` is static so
+// the suite's static helpers reach it too.
+template <typename Suite>
+class EngineSuite : public ::testing::TestWithParam<plan::Fork> {
+ protected:
+  static void TearDownTestSuite() { engines_.reset(); }
+  void SetUp() override {
+    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
+    engine_ = &engines_.get(GetParam());
+  }
+  // Gateway options for the engine under test.
+  GatewayOptions with_fork(GatewayOptions o = {}) const {
+    o.engine_fork = GetParam();
+    return o;
+  }
+  static inline SharedEngines engines_{Suite::engine_options()};
+  static inline Engine* engine_ = nullptr;
+};
+
 }  // namespace kvgate::gateway::testing

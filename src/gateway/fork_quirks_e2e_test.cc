@@ -22,17 +22,13 @@ using testing::post_json;
 
 constexpr uint64_t kContext = 2048;
 
-class ReplyEndE2eTest : public ::testing::TestWithParam<plan::Fork> {
+class ReplyEndE2eTest : public testing::EngineSuite<ReplyEndE2eTest> {
+ public:
+  static testing::EngineOptions engine_options() { return {.args = {"-c", std::to_string(kContext), "-np", "1"}}; }
+
  protected:
-  static void TearDownTestSuite() { engines_.reset(); }
-  void SetUp() override {
-    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
-    engine_ = &engines_.get(GetParam());
-  }
   std::unique_ptr<Front> front(GatewayOptions o = {}) {
-    o.engine_fork = GetParam();
-    Engine* e = engine_;
-    return std::make_unique<Front>([e] { return e->endpoint(); }, o);
+    return std::make_unique<Front>([] { return engine_->endpoint(); }, with_fork(o));
   }
   // A prompt of about `words` tokens of plain words, answered with plain words that never end.
   json endless(size_t words) const {
@@ -43,8 +39,6 @@ class ReplyEndE2eTest : public ::testing::TestWithParam<plan::Fork> {
             {"ignore_eos", true},
             {"chat_template_kwargs", {{"enable_thinking", false}}}};
   }
-  static inline testing::SharedEngines engines_{{.args = {"-c", std::to_string(kContext), "-np", "1"}}};
-  Engine* engine_ = nullptr;
 };
 KVGATE_BOTH_ENGINES(ReplyEndE2eTest);
 

@@ -17,21 +17,15 @@ using testing::Front;
 using testing::plain_chat;
 using testing::post_json;
 
-class GatewayE2eTest : public ::testing::TestWithParam<plan::Fork> {
+class GatewayE2eTest : public testing::EngineSuite<GatewayE2eTest> {
+ public:
+  static testing::EngineOptions engine_options() { return {.args = {"-c", "8192", "-np", "2"}}; }
+
  protected:
-  static void TearDownTestSuite() { engines_.reset(); }
-  void SetUp() override {
-    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
-    engine_ = &engines_.get(GetParam());
-  }
   std::unique_ptr<Front> front(GatewayOptions o = {}, HttpServerOptions http = {}) {
     o.slots = 2;
-    o.engine_fork = GetParam();
-    Engine* e = engine_;
-    return std::make_unique<Front>([e] { return e->endpoint(); }, o, http);
+    return std::make_unique<Front>([] { return engine_->endpoint(); }, with_fork(o), http);
   }
-  static inline testing::SharedEngines engines_{{.args = {"-c", "8192", "-np", "2"}}};
-  Engine* engine_ = nullptr;
 };
 KVGATE_BOTH_ENGINES(GatewayE2eTest);
 

@@ -18,20 +18,11 @@ using testing::Engine;
 using testing::Front;
 using testing::post_json;
 
-class RescueGatewayE2eTest : public ::testing::TestWithParam<plan::Fork> {
- protected:
-  static void TearDownTestSuite() { engines_.reset(); }
-  void SetUp() override {
-    KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
-    engine_ = &engines_.get(GetParam());
-  }
-  GatewayOptions with_fork(GatewayOptions o = {}) const {
-    o.engine_fork = GetParam();
-    return o;
-  }
-  static inline testing::SharedEngines engines_{{.args = {"-c", "8192", "-np", "1"}}};
-  static inline Engine* engine_ = nullptr;
+class RescueGatewayE2eTest : public testing::EngineSuite<RescueGatewayE2eTest> {
+ public:
+  static testing::EngineOptions engine_options() { return {.args = {"-c", "8192", "-np", "1"}}; }
 
+ protected:
   static json tools() {
     return json::array({{{"type", "function"},
                          {"function", {{"name", "read_file"},

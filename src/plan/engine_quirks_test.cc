@@ -1,29 +1,19 @@
 #include "plan/engine_quirks.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
+
+#include "plan/probe_fixtures.h"
 
 namespace kvgate::plan {
 namespace {
 
 // The caps of the real builds, from their recorded probes.
-ServerCaps recorded(const std::string& fork) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/probes.txt", std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto rec = parse_probe_record(ss.str());
-  EXPECT_TRUE(rec.ok()) << rec.error().message();
-  auto caps = analyze_probes(*rec);
-  EXPECT_TRUE(caps.ok()) << caps.error().message();
-  return *caps;
-}
+using testing::fixture_caps;
 
 // The pairs below were each started on ik 8337e4cd3's CPU build (tests/fixtures/ik/): the
 // ones marked false abort at load.
 TEST(EngineQuirksTest, IkCpuBackendCachePairs) {
-  const ServerCaps ik = recorded("ik");
+  const ServerCaps ik = fixture_caps("ik");
   ASSERT_FALSE(ik.gpu_offload);
   struct Case {
     const char* k;
@@ -54,15 +44,15 @@ TEST(EngineQuirksTest, IkCpuBackendCachePairs) {
 }
 
 TEST(EngineQuirksTest, MainlineAndGpuBuildsAreNotRestricted) {
-  const ServerCaps mainline = recorded("mainline");
+  const ServerCaps mainline = fixture_caps("mainline");
   EXPECT_TRUE(check_cache_pair(mainline, "bf16", "bf16", FlashAttn::kOn).ok());
-  ServerCaps ik_gpu = recorded("ik");
+  ServerCaps ik_gpu = fixture_caps("ik");
   ik_gpu.gpu_offload = true;  // nothing measured against a GPU backend
   EXPECT_TRUE(check_cache_pair(ik_gpu, "bf16", "bf16", FlashAttn::kOn).ok());
 }
 
 TEST(EngineQuirksTest, CheckpointToleranceChosenForRecurrentModelsOnIk) {
-  const ServerCaps ik = recorded("ik");
+  const ServerCaps ik = fixture_caps("ik");
   ServerSettings s;
   choose_fork_settings(ik, /*recurrent=*/false, s);
   EXPECT_FALSE(s.ctx_checkpoint_tolerance);
@@ -74,7 +64,7 @@ TEST(EngineQuirksTest, CheckpointToleranceChosenForRecurrentModelsOnIk) {
   choose_fork_settings(ik, true, given);
   EXPECT_EQ(given.ctx_checkpoint_tolerance, 3u);  // the user's value stays
   ServerSettings m;
-  choose_fork_settings(recorded("mainline"), true, m);
+  choose_fork_settings(fixture_caps("mainline"), true, m);
   EXPECT_FALSE(m.ctx_checkpoint_tolerance);  // mainline has no such flag
 }
 

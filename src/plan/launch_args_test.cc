@@ -1,27 +1,17 @@
 #include "plan/launch_args.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "plan/probe_fixtures.h"
 
 namespace kvgate::plan {
 namespace {
 
 using Args = std::vector<std::string>;
 
-ServerCaps fixture_caps(const std::string& fork) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/probes.txt",
-                   std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto rec = parse_probe_record(ss.str());
-  EXPECT_TRUE(rec.ok()) << rec.error().message();
-  auto caps = analyze_probes(*rec);
-  EXPECT_TRUE(caps.ok()) << caps.error().message();
-  return *caps;
-}
+using testing::fixture_caps;
 
 // True if `seq` appears contiguously in `args`.
 bool has(const Args& args, const Args& seq) {

@@ -1,9 +1,8 @@
 #include "plan/server_caps.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
+
+#include "plan/probe_fixtures.h"
 
 namespace kvgate::plan {
 namespace {
@@ -11,20 +10,8 @@ namespace {
 // tests/fixtures/mainline/probes.txt was recorded from the pinned llama-server;
 // tests/fixtures/ik/probes.txt from the real ik_llama.cpp CPU build 8337e4cd3
 // (scripts/record-ik-fixtures.sh).
-std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-ServerCaps fixture_caps(const std::string& fork) {
-  auto rec = parse_probe_record(read_fixture(fork + "/probes.txt"));
-  EXPECT_TRUE(rec.ok()) << rec.error().message();
-  auto caps = analyze_probes(*rec);
-  EXPECT_TRUE(caps.ok()) << caps.error().message();
-  return *caps;
-}
+using testing::fixture_caps;
+using testing::read_fixture;
 
 TEST(ServerCapsTest, MainlineFixture) {
   const ServerCaps c = fixture_caps("mainline");
