@@ -20,7 +20,8 @@ using testing::Engine;
 using testing::Front;
 using testing::post_json;
 
-constexpr uint64_t kContext = 2048;
+// Small, so that filling it stays a few hundred generated tokens even on a loaded machine.
+constexpr uint64_t kContext = 512;
 
 class ReplyEndE2eTest : public testing::EngineSuite<ReplyEndE2eTest> {
  public:
@@ -67,7 +68,7 @@ std::string stream_finish(const std::string& body) {
 TEST_P(ReplyEndE2eTest, AReplyThatFillsTheContextEndsByLength) {
   auto f = front();
   auto c = f->client();
-  auto a = post_json(c, "/v1/chat/completions", endless(250));
+  auto a = post_json(c, "/v1/chat/completions", endless(60));
   ASSERT_EQ(a.status, 200) << a.raw.substr(0, 600);
   EXPECT_EQ(a.body["choices"][0]["finish_reason"], "length") << a.raw.substr(0, 300);
   const uint64_t prompt = a.body["usage"]["prompt_tokens"].get<uint64_t>();
@@ -78,7 +79,7 @@ TEST_P(ReplyEndE2eTest, AReplyThatFillsTheContextEndsByLength) {
               static_cast<unsigned long long>(prompt), static_cast<unsigned long long>(completion),
               static_cast<unsigned long long>(kContext));
 
-  json streamed = endless(251);
+  json streamed = endless(61);
   streamed["stream"] = true;
   auto res = c.Post("/v1/chat/completions", streamed.dump(), "application/json");
   ASSERT_TRUE(res);
@@ -94,7 +95,7 @@ TEST_P(ReplyEndE2eTest, AFilledContextWithoutACountIsSentAgainWithTheRoomLeft) {
   o.count_tokens = false;  // no exact count before sending
   auto f = front(o);
   auto c = f->client();
-  auto a = post_json(c, "/v1/chat/completions", endless(250));
+  auto a = post_json(c, "/v1/chat/completions", endless(60));
   ASSERT_EQ(a.status, 200) << a.raw.substr(0, 600);
   EXPECT_EQ(a.body["choices"][0]["finish_reason"], "length");
   auto m = c.Get("/metrics");
@@ -129,7 +130,7 @@ TEST_P(ReplyEndE2eTest, TooLargeWithCompactionOffNamesTheContext) {
   o.compaction = false;
   auto f = front(o);
   auto c = f->client();
-  json body = endless(1200);
+  json body = endless(300);
   body["max_tokens"] = 4;
   auto a = post_json(c, "/v1/chat/completions", body);
   ASSERT_EQ(a.status, 400) << a.raw;
