@@ -14,7 +14,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 packages=(
   build-essential g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git ca-certificates
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev sqlite3
+  libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev sqlite3 libxxhash-dev
   systemd procps psmisc
 )
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -137,6 +137,52 @@ std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t
   return out;
 }
 
+// Saving conversations' engine state (gateway/kv_keeper.h): on unless --kv-disk 0, the
+// sessions are in memory only, or the build cannot save slots. The identity holds what a
+// saved state depends on: a file saved under anything else is never restored.
+Result<gateway::KvOptions> kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,
+                                      const plan::MemoryPlan& memory, const plan::ServerSettings& settings) {
+  gateway::KvOptions kv;
+  if (cfg.state_dir.value_or("") == "none" || cfg.kv_disk.value_or(1) == 0) return kv;
+  if (!plan::slot_states_reliable(caps.fork)) {
+    say("conversations' engine state is not saved: this ik_llama.cpp build loses the answers of slot save/restore "
+        "now and then, and then stops answering (plan/engine_quirks.h)");
+    return kv;
+  }
+  if (!caps.help_flags.count("--slot-save-path")) {
+    say(fmt::format("conversations' engine state is not saved: {} has no --slot-save-path", caps.describe()));
+    return kv;
+  }
+  kv.dir = instance_dir / "kv";
+  if (cfg.kv_disk) {
+    kv.disk_budget_bytes = *cfg.kv_disk;
+  } else {
+    std::error_code ec;
+    const auto space = fs::space(instance_dir, ec);
+    kv.disk_budget_bytes = ec ? 0 : std::min<uint64_t>(space.available / 10, 64ull << 30);
+    if (kv.disk_budget_bytes < (64ull << 20)) {
+      say("conversations' engine state is not saved: less than 640 MiB free in " + instance_dir.string());
+      kv.disk_budget_bytes = 0;
+      return kv;
+    }
+  }
+  kv.save_every_tokens = cfg.kv_save_every.value_or(0);
+  kv.exact_prefix = memory.recurrent.has_value();
+  std::error_code ec;
+  const auto model_size = fs::file_size(settings.model_path, ec);
+  const auto model_time = fs::last_write_time(settings.model_path, ec).time_since_epoch().count();
+  kv.identity = {{"model", settings.model_path},
+                 {"model_bytes", model_size},
+                 {"model_mtime", model_time},
+                 {"engine", caps.describe()},
+                 {"cache_type_k", settings.cache_type_k},
+                 {"cache_type_v", settings.cache_type_v},
+                 {"flash_attn", static_cast<int>(settings.flash_attn)},
+                 {"swa_full", settings.swa_full},
+                 {"ctx_per_slot", memory.n_ctx_slot}};
+  return kv;
+}
+
 }  // namespace
 
 int run_up(int argc, char** argv) {
@@ -227,6 +273,9 @@ int run_up(int argc, char** argv) {
   }
   shifts = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
   plan::choose_fork_settings(caps, memory->recurrent.has_value(), settings);
+  auto kv = kv_options(cfg, caps, instance_dir, *memory, settings);
+  if (!kv.ok()) return fail(kv.error().message());
+  if (kv->enabled()) settings.slot_save_path = kv->dir.string();
   auto args = plan::launch_args(settings, caps);
   if (!args) return fail(args.error().message());
 
@@ -289,6 +338,7 @@ int run_up(int argc, char** argv) {
   go.admission.max_active = cfg.max_inflight.value_or(0);  // 0: the slots
   go.admission.max_waiting = cfg.max_queue;
   go.admission.max_wait = cfg.queue_timeout;
+  go.kv = *kv;
   go.min_upstream_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.upstream_timeout);
   go.generation_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.generation_timeout);
   auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
@@ -308,6 +358,13 @@ int run_up(int argc, char** argv) {
   if (cfg.state_dir.value_or("") != "none") {
     if (auto st = gw.open_store(instance_dir / "sessions.db"); !st) return fail(st.error().message());
     state_note = "sessions kept in " + (instance_dir / "sessions.db").string();
+  }
+  if (go.kv.enabled()) {
+    if (auto st = gw.open_kv_states(); !st) return fail(st.error().message());
+    state_note += fmt::format("; conversations' engine state saved in {} (up to {})", go.kv.dir.string(),
+                              util::format_bytes(go.kv.disk_budget_bytes));
+  } else {
+    state_note += "; engine state not saved";
   }
   uint64_t seen_generation = 0;
   supervisor.add_listener([&gw, &seen_generation](const engine::Transition&, const engine::SupervisorStatus& st) {
@@ -376,6 +433,8 @@ int run_up(int argc, char** argv) {
       std::fflush(stderr);
     }
   }
+  // What the slots hold is saved while the engine still runs, so the next start restores it.
+  if (exit_code == kExitOk && engine::is_serving(supervisor.status().state)) gw.save_kv_states();
   // The engine first: streams still relayed end with it, so the gateway's connections can
   // finish and stop() returns promptly.
   supervisor.stop();

@@ -58,6 +58,8 @@ constexpr UpOptionInfo kOptions[] = {
     {"backoff-max", "restart delay cap (default 60s)"},
     {"max-failed-starts", "starts in a row that never get ready before giving up (default 5; 0 = never)"},
     {"state-dir", "where sessions are kept across restarts (default ~/.cache/kvgate/state/up-HOST-PORT; 'none': memory only)"},
+    {"kv-disk", "disk for conversations' saved engine state, restored after restarts and slot contention (default 10% of the free space in the state directory, at most 64GiB; 0 = off)"},
+    {"kv-save-every", "save a conversation's state after a turn once it grew by this many tokens (default: after every turn while a save costs at most 5% of the prefill a restore of it replaces, from measured speeds)"},
     {"thinking", "on|off: the default for clients that do not ask (default off)"},
     {"compaction", "on|off: compact conversations before they overflow (default on)"},
     {"high-watermark", "compact when a prompt would pass this: tokens or a percentage of the slot context (default: the planner's safe cap, 3/4 of the slot)"},
@@ -367,6 +369,14 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));
     } else if (name == "state-dir") {
       c.state_dir = v;
+    } else if (name == "kv-disk") {
+      auto b = util::parse_bytes(v);
+      if (!b) return Error(fmt::format("--kv-disk '{}': {}", v, b.error().message()));
+      c.kv_disk = *b;
+    } else if (name == "kv-save-every") {
+      auto t = util::parse_tokens(v);
+      if (!t || *t == 0) return Error(fmt::format("--kv-save-every '{}': expected tokens (e.g. 4k)", v));
+      c.kv_save_every = *t;
     } else if (name == "thinking") {
       KV_ASSIGN_OR_RETURN(c.thinking, on_off(name, v));
     } else if (name == "compaction") {

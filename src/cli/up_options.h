@@ -85,6 +85,10 @@ struct UpConfig {
   int log_keep = 5;
   // The gateway.
   std::optional<std::string> state_dir;  // "none": sessions in memory only
+  // Conversations' saved engine state (gateway/kv_keeper.h): the disk it may take (unset: a
+  // share of the free space; 0: off) and the growth after which a turn saves (unset: measured).
+  std::optional<uint64_t> kv_disk;
+  std::optional<uint64_t> kv_save_every;
   bool thinking = false;
   bool compaction = true;
   struct Watermark {

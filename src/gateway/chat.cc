@@ -217,6 +217,10 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   //    reply, and every byte of what was added (a token is at least one byte) — decides
   //    whether it is.
   json view = build_view(conv);
+  // A slot that does not hold this conversation (given to it anew, or the engine restarted):
+  // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).
+  const uint64_t generation = engine_generation_.load();
+  const KvKeeper::Prepared kv = kv_ ? kv_->prepare(slot, session->id, generation, view, body) : KvKeeper::Prepared{};
   const uint64_t context = context_tokens();
   const uint64_t high = options_.high_watermark_tokens.value_or(
       static_cast<uint64_t>(static_cast<double>(context) * options_.high_watermark_fraction));
@@ -454,6 +458,14 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
     if (out.saw_done) relay->write("data: [DONE]\n\n");
     relay->finish();
   }
+  if (ok && kv_) {
+    const json next_view = build_view(session->conversation);  // ends with the reply as it is sent next time
+    kv_->after_turn(slot, session->id, generation, view, body, next_view.empty() ? json::object() : next_view.back(),
+                    {.prompt_tokens = u.prompt_tokens,
+                     .cached_tokens = u.cached_tokens,
+                     .completion_tokens = u.completion_tokens,
+                     .prefill_ms_per_token = prefill_ms_per_token_.load()});
+  }
   util::log_event(ok ? util::LogLevel::kInfo : util::LogLevel::kWarn, "request",
                   {{"route", "chat"},
                    {"session", session->id},
@@ -465,6 +477,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
                    {"view_messages", view.size()},
                    {"slot", slot},
                    {"slot_reassigned", reassigned},
+                   {"kv_restored_tokens", kv.tokens},
                    {"stream", req.stream},
                    {"thinking", thinking},
                    {"reasoning_stripped", stripped},

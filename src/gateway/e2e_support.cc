@@ -30,7 +30,8 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   e->api_key = options.engine_api_key;
   e->fork_ = options.fork;
   std::vector<std::string> args = {"-m", e->model_.string(), "-t", "2", "--api-key", e->api_key};
-  if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off"});
+  // --log-disable: ik would also write ./llama.log wherever the test runs.
+  if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
   args.insert(args.end(), options.args.begin(), options.args.end());
   auto proc = engine::ServerProcess::start({.binary = *server_bin, .args = args});
   if (!proc) throw std::runtime_error(proc.error().message());
@@ -90,6 +91,9 @@ Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOption
 
 Front::Front(std::shared_ptr<Upstream> upstream, GatewayOptions options, HttpServerOptions http) {
   gateway_ = std::make_unique<Gateway>(std::move(options), std::move(upstream));
+  if (gateway_->options().kv.enabled()) {
+    if (auto st = gateway_->open_kv_states(); !st) throw std::runtime_error(st.error().message());
+  }
   http.port = 0;
   Gateway* g = gateway_.get();
   if (!http.head_check) http.head_check = [g](const HttpRequest& head) { return g->check_head(head); };

@@ -59,6 +59,20 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
 
 Gateway::~Gateway() = default;
 
+Status Gateway::open_kv_states() {
+  if (!plan::slot_states_reliable(options_.engine_fork)) {
+    return Error("saved conversation states are off for this engine: its slot save/restore is unreliable");
+  }
+  auto kv = std::make_unique<KvKeeper>(options_.kv, *upstream_, metrics_, options_.slots);
+  KV_TRY(kv->open());
+  kv_ = std::move(kv);
+  return util::ok_status();
+}
+
+void Gateway::save_kv_states() {
+  if (kv_) kv_->save_all(engine_generation_.load());
+}
+
 RequestLimits Gateway::request_limits() {
   RequestLimits l{.max_messages = options_.max_messages, .max_token_bytes = options_.max_token_bytes};
   if (l.max_token_bytes > 0) l.context_tokens = context_tokens();
@@ -451,6 +465,7 @@ void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {
     out += fmt::format("kvgate_token_accounting_pieces_tokenized_total {}\n", ts.pieces_tokenized);
     out += "# TYPE kvgate_token_accounting_mismatches_total counter\n";
     out += fmt::format("kvgate_token_accounting_mismatches_total {}\n", ts.mismatches);
+    if (kv_) kv_->gauges(out);
   });
   writer.send(200, {{"Content-Type", "text/plain; version=0.0.4"}}, text);
 }
@@ -484,19 +499,25 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
   send_json(writer, 200, body);
 }
 
+json Gateway::session_json(Session& s) {
+  json j = s.to_json();
+  if (kv_) j["kv_state"] = kv_->session_info(s.id);
+  return j;
+}
+
 void Gateway::list_sessions(const HttpRequest& request, ResponseWriter& writer) {
   const std::string prefix = "/kvgate/v1/sessions";
   std::string rest = request.path.substr(prefix.size());
   const std::string scope = caller_scope(request).value_or("");
   if (rest.empty() || rest == "/") {
     json list = json::array();
-    for (const auto& s : sessions_.list(scope)) list.push_back(s->to_json());
+    for (const auto& s : sessions_.list(scope)) list.push_back(session_json(*s));
     return send_json(writer, 200, {{"object", "list"}, {"data", list}});
   }
   const std::string id = rest.substr(1);
   auto s = sessions_.get(id, scope);
   if (!s) return send_error(writer, not_found(fmt::format("no session '{}'", id)));
-  send_json(writer, 200, s->to_json());
+  send_json(writer, 200, session_json(*s));
 }
 
 }  // namespace kvgate::gateway

@@ -50,6 +50,7 @@
 #include "gateway/stabiliser.h"
 #include "gateway/stream_relay.h"
 #include "gateway/http_server.h"
+#include "gateway/kv_keeper.h"
 #include "gateway/metrics.h"
 #include "gateway/session.h"
 #include "gateway/thinking.h"
@@ -103,6 +104,8 @@ struct GatewayOptions {
   std::chrono::seconds summary_timeout{120};
   StabiliserOptions stabiliser;
   int max_overflow_retries = 2;
+  // Conversations' engine state saved to disk and restored (kv_keeper.h); off unless set.
+  KvOptions kv;
   // Told when the engine cannot be reached or fails a request with a 5xx it did not
   // explain (the supervisor then probes it at once). Called from request threads.
   std::function<void(const std::string& what)> on_engine_failure;
@@ -119,6 +122,10 @@ class Gateway {
   // Makes sessions durable in the SQLite file at `path` (created if missing). Sessions of
   // earlier runs are found again by their conversations. Call before serving.
   Status open_store(const std::filesystem::path& path);
+  // Starts saving and restoring conversations' engine state (options().kv must be enabled).
+  Status open_kv_states();
+  // Saves every slot's state not yet saved (before the engine is stopped).
+  void save_kv_states();
 
   void handle(const HttpRequest& request, ResponseWriter& writer);
   // HttpServer's head check (HttpServerOptions::head_check): the same route table and key
@@ -146,6 +153,7 @@ class Gateway {
   void prometheus(const HttpRequest& request, ResponseWriter& writer);
   void status(const HttpRequest& request, ResponseWriter& writer);
   void list_sessions(const HttpRequest& request, ResponseWriter& writer);
+  nlohmann::json session_json(Session& s);  // its to_json() and its saved engine state
   void compact_session(const HttpRequest& request, ResponseWriter& writer);
 
   // One attempt at sending a chat request upstream (chat_send.cc).
@@ -236,6 +244,7 @@ class Gateway {
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
   std::unique_ptr<SessionStore> store_;
+  std::unique_ptr<KvKeeper> kv_;
   std::atomic<bool> store_failing_{false};  // the last save failed
   std::mutex unsaved_mu_;
   std::set<std::string> unsaved_;  // sessions whose last save failed; guarded by unsaved_mu_

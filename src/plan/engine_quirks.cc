@@ -48,6 +48,8 @@ bool says_stop_at_max_tokens(Fork fork) { return fork == Fork::kIk; }
 
 bool fails_when_reply_fills_context(Fork fork) { return fork == Fork::kIk; }
 
+bool slot_states_reliable(Fork fork) { return fork != Fork::kIk; }
+
 void choose_fork_settings(const ServerCaps& caps, bool recurrent, ServerSettings& settings) {
   if (recurrent && caps.fork == Fork::kIk && !settings.ctx_checkpoint_tolerance &&
       caps.accepts("-ctx-ckpt-t 8")) {

@@ -46,6 +46,12 @@ bool says_stop_at_max_tokens(Fork fork);
 // Whether a reply that fills the context fails as a whole (ik: 500 "context shift is
 // disabled", the generated text lost) instead of ending with "length" (mainline).
 bool fails_when_reply_fills_context(Fork fork);
+// Whether the build's slot save/restore (`POST /slots/N?action=save|restore`) can be relied
+// on. ik_llama.cpp 8337e4cd3 does them, but now and then their answer never comes, and a
+// later chat request then waits forever too (two conversations alternating on one slot,
+// saved and restored around each turn: the 13th of 24 actions unanswered, then a chat
+// request hung): kvgate keeps no conversation state on disk for ik builds.
+bool slot_states_reliable(Fork fork);
 
 // The settings kvgate chooses for a build where the user left them unset: today the
 // checkpoint tolerance of ik for models that resume from checkpoints (`recurrent`).

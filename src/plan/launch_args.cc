@@ -167,6 +167,15 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (s.alias && !b.add_if("-a kvgate-probe", {"-a", *s.alias})) {
     return b.cannot("alias", *s.alias, "-a kvgate-probe", "unset it");
   }
+  if (s.slot_save_path) {
+    // Both forks list it (no flag probe: its value is a folder the probe would have to create).
+    if (!caps.help_flags.count("--slot-save-path")) {
+      return Error(fmt::format("setting slot_save_path cannot be expressed for {}: its --help lists no "
+                               "--slot-save-path; turn saved conversation states off (--kv-disk 0)",
+                               caps.describe()));
+    }
+    b.add({"--slot-save-path", *s.slot_save_path});
+  }
   // The key file keeps the key off the command line; builds without it get the key itself.
   const bool key_file = s.api_key_file && b.add_if("--api-key-file /dev/null", {"--api-key-file", *s.api_key_file});
   if (!key_file && s.api_key && !b.add_if("--api-key kvgate-probe", {"--api-key", *s.api_key})) {

@@ -47,6 +47,8 @@ struct ServerSettings {
   // the key is not on the engine's command line (/proc/PID/cmdline is world-readable).
   std::optional<std::string> api_key_file;
   std::optional<std::string> alias;    // -a
+  // --slot-save-path: where the engine saves and restores slot states (kvgate's KV persistence).
+  std::optional<std::string> slot_save_path;
 };
 
 }  // namespace kvgate::plan
