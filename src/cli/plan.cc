@@ -24,6 +24,7 @@
 #include "plan/engine_quirks.h"
 #include "plan/launch_args.h"
 #include "plan/server_caps.h"
+#include "util/units.h"
 
 namespace kvgate::cli {
 
@@ -37,6 +38,8 @@ int run_plan(int argc, char** argv) {
   add_plan_options(app, args, /*model_positional=*/true);
   app.add_flag("--fit", do_fit, "find the largest context (and with --ctk auto the best KV type) within --memory");
   app.add_flag("--json", as_json, "every figure as JSON (schema: docs/PLANNING.md)");
+  std::string kv_disk;
+  app.add_option("--kv-disk", kv_disk, "disk for saved conversation states (as kvgate up): how many full slots it holds");
   if (auto code = parse_args(app, argc, argv)) return *code;
 
   auto fail = [](const std::string& message) {
@@ -92,11 +95,18 @@ int run_plan(int argc, char** argv) {
     memory = std::move(*p);
   }
 
+  std::optional<uint64_t> kv_disk_bytes;
+  if (!kv_disk.empty()) {
+    auto b = util::parse_bytes(kv_disk);
+    if (!b) return fail("--kv-disk: " + b.error().message());
+    kv_disk_bytes = *b;
+  }
   PlanReport report{.model_path = args.model,
                     .model = &*model,
                     .settings = &settings,
                     .plan = &memory,
                     .budget = resolved->budget,
+                    .kv_disk = kv_disk_bytes,
                     .fit = fitted ? &*fitted : nullptr,
                     .server = args.server.empty() ? "llama-server" : args.server};
   std::string command_error;

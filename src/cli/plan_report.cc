@@ -210,6 +210,11 @@ json plan_json(const PlanReport& r) {
                     {"chars_per_token", {t.chars_per_token_low, t.chars_per_token_high}},
                     {"chars", {t.chars_low, t.chars_high}}});
   }
+  const uint64_t conversation = plan::saved_state_bytes(p, p.n_ctx_slot);
+  j["saved_state"] = {{"bytes_per_1k_tokens", plan::saved_state_bytes(p, 1024)},
+                      {"bytes_per_full_slot", conversation},
+                      {"kv_disk_bytes", r.kv_disk ? json(*r.kv_disk) : json(nullptr)},
+                      {"full_slots_on_disk", r.kv_disk && conversation ? json(*r.kv_disk / conversation) : json(nullptr)}};
   j["capacity"] = {{"tokens_per_slot", p.n_ctx_slot}, {"slots", p.n_seq_max}, {"safe_cap", plan::safe_cap(p.n_ctx_slot)},
                    {"text", text}};
   if (r.fit) {
@@ -278,6 +283,12 @@ std::string plan_text(const PlanReport& r) {
   line(fmt::format("or {}–{} characters of Chinese numbered lists (约 {} 个汉字的中文连续文本).", text[2].chars_low,
                    text[2].chars_high, text[1].chars_low));
   line(fmt::format("Compact before {} tokens per slot (the recommended safe cap).", plan::safe_cap(p.n_ctx_slot)));
+  const uint64_t conversation = plan::saved_state_bytes(p, p.n_ctx_slot);
+  line(fmt::format("A conversation's saved engine state (kvgate up --kv-disk) takes {} per 1K tokens, {} for a full slot{}.",
+                   util::format_bytes(plan::saved_state_bytes(p, 1024)), util::format_bytes(conversation),
+                   r.kv_disk ? fmt::format("; --kv-disk {} holds {} of those", util::format_bytes(*r.kv_disk),
+                                           conversation ? *r.kv_disk / conversation : 0)
+                             : ""));
   if (!p.notes.empty()) {
     line("");
     line("notes");

@@ -22,6 +22,7 @@ struct PlanReport {
   const plan::ServerSettings* settings = nullptr;
   const plan::MemoryPlan* plan = nullptr;
   std::optional<uint64_t> budget;
+  std::optional<uint64_t> kv_disk;  // disk for saved conversation states (--kv-disk)
   const plan::FitResult* fit = nullptr;  // when --fit ran
   std::string server = "llama-server";   // binary named in the command line
   // The command for a probed build (plan::launch_args); empty: the plain spelling.

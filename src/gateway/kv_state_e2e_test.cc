@@ -13,6 +13,9 @@
 #include "gateway/e2e_support.h"
 #include "gateway/fork_param.h"
 #include "plan/engine_quirks.h"
+#include "plan/memory_model.h"
+#include "plan/model_desc.h"
+#include "gguf/file.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -235,6 +238,41 @@ TEST_P(KvStateE2eTest, AChangedBeginningIsNotRestored) {
   ASSERT_TRUE(client.turn(c, figures, conv));
   EXPECT_EQ(metric(f, "kv_restores_total"), 0);
   EXPECT_EQ(metric(f, "kv_restores_skipped_total{reason=\"prefix_changed\"}"), 1);
+}
+
+// What the engine writes is what the planner says a saved state takes (kvgate plan prints it).
+TEST_P(KvStateE2eTest, ASavedStateIsTheSizeThePlannerSays) {
+  for (const std::string arch : {"qwen3", "qwen35"}) {
+    auto& e = saving_engine(GetParam(), arch);
+    Front f([&e] { return e.engine->endpoint(); }, options(e, true));
+    auto c = f.client();
+    Figures ignored;
+    Client a(51, 500), b(52, 300);
+    ASSERT_TRUE(a.turn(c, ignored));
+    ASSERT_TRUE(b.turn(c, ignored));
+    auto file = gguf::File::open(e.engine->model());
+    ASSERT_TRUE(file.ok());
+    auto desc = plan::describe_model(*file);
+    ASSERT_TRUE(desc.ok());
+    plan::ServerSettings s;
+    s.ctx = 16384;
+    auto p = plan::plan_memory(*desc, s, {.fork = GetParam(), .has_accelerator = false});
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    size_t checked = 0;
+    for (const auto& entry : fs::directory_iterator(e.dir)) {
+      if (entry.path().extension() != ".json") continue;
+      std::ifstream in(entry.path());
+      json rec = json::parse(in);
+      const uint64_t planned = plan::saved_state_bytes(*p, rec["tokens"].get<uint32_t>());
+      const uint64_t written = rec["bytes"].get<uint64_t>();
+      std::printf("%s %s: %llu tokens saved in %llu bytes, planned %llu\n", plan::fork_name(GetParam()), arch.c_str(),
+                  static_cast<unsigned long long>(rec["tokens"].get<uint64_t>()),
+                  static_cast<unsigned long long>(written), static_cast<unsigned long long>(planned));
+      EXPECT_NEAR(static_cast<double>(written), static_cast<double>(planned), 0.002 * static_cast<double>(written));
+      ++checked;
+    }
+    EXPECT_GE(checked, 1u);
+  }
 }
 
 // A budget smaller than three conversations' states keeps the folder within it.

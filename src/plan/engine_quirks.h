@@ -49,7 +49,7 @@ bool fails_when_reply_fills_context(Fork fork);
 // Whether the build's slot save/restore (`POST /slots/N?action=save|restore`) can be relied
 // on. ik_llama.cpp 8337e4cd3 does them, but now and then their answer never comes, and a
 // later chat request then waits forever too (two conversations alternating on one slot,
-// saved and restored around each turn: the 13th of 24 actions unanswered, then a chat
+// saved and restored around each turn: the 23rd action unanswered, two more later, then a chat
 // request hung): kvgate keeps no conversation state on disk for ik builds.
 bool slot_states_reliable(Fork fork);
 

@@ -381,6 +381,15 @@ uint64_t sequence_state_bytes(const MemoryPlan& plan, uint32_t tokens) {
   return bytes;
 }
 
+uint64_t saved_state_bytes(const MemoryPlan& plan, uint32_t tokens) {
+  uint64_t cell_records = 0;  // per cell of each cache: position, number of sequences, the sequence
+  for (const auto& c : plan.caches) cell_records += 12 * std::min<uint64_t>(tokens, c.cells);
+  // A hybrid model's file carries one more such record per token (measured: qwen35, 1,898
+  // tokens, 23,032 bytes beyond the attention cache's records and the recurrent rows).
+  if (plan.recurrent && !plan.caches.empty()) cell_records += 12 * uint64_t{tokens};
+  return sequence_state_bytes(plan, tokens) + 4 * uint64_t{tokens} + cell_records;
+}
+
 Result<MemoryPlan> plan_memory(const ModelDescriptor& m, const ServerSettings& s, const PlanOptions& o) {
   MemoryPlan p;
   KV_TRY(resolve_context(m, s, o, p));

@@ -132,5 +132,9 @@ Result<MemoryPlan> plan_memory(const ModelDescriptor& model, const ServerSetting
 // Bytes one checkpoint or host-cache entry of a single sequence would take: the whole state
 // of one sequence at `tokens` tokens (KV rows for those tokens plus its recurrent rows).
 uint64_t sequence_state_bytes(const MemoryPlan& plan, uint32_t tokens);
+// Bytes of the file the engine writes when it saves one slot holding `tokens` tokens
+// (`/slots/N?action=save`, kvgate's saved conversation state): the sequence state above, the
+// token ids, and per cell its position and sequence.
+uint64_t saved_state_bytes(const MemoryPlan& plan, uint32_t tokens);
 
 }  // namespace kvgate::plan
