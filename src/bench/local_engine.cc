@@ -1,5 +1,6 @@
 #include "bench/local_engine.h"
 
+#include <csignal>
 #include <random>
 
 #include <fmt/format.h>
@@ -40,22 +41,37 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::start(const LocalEngineOptions
   }
   if (options.log_file) std::filesystem::remove(*options.log_file, ec);  // this run's log only
   std::unique_ptr<LocalEngine> e(new LocalEngine());
+  e->options_ = options;
+  e->binary_ = std::move(binary);
   e->api_key_ = random_key();
-  std::vector<std::string> args = {
-      "-m",       options.model.string(),        "-c",        std::to_string(options.context),
-      "-np",      std::to_string(options.slots), "--metrics", "--api-key",
-      e->api_key_};
-  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  e->args_ = {"-m",       options.model.string(),        "-c",        std::to_string(options.context),
+              "-np",      std::to_string(options.slots), "--metrics", "--api-key",
+              e->api_key_};
+  e->args_.insert(e->args_.end(), options.extra_args.begin(), options.extra_args.end());
+  KV_TRY(e->launch());
+  return e;
+}
+
+Status LocalEngine::launch() {
   for (int attempt = 0;; ++attempt) {
-    KV_ASSIGN_OR_RETURN(e->process_, engine::ServerProcess::start(
-                                         {.binary = binary, .args = args, .log_file = options.log_file}));
-    auto ready = e->process_->wait_ready(options.ready_timeout);
-    if (ready.ok()) return e;
-    const std::string tail = e->process_->log_tail(40);
-    e->process_->stop();
+    KV_ASSIGN_OR_RETURN(process_, engine::ServerProcess::start(
+                                      {.binary = binary_, .args = args_, .log_file = options_.log_file}));
+    auto ready = process_->wait_ready(options_.ready_timeout);
+    if (ready.ok()) return util::ok_status();
+    const std::string tail = process_->log_tail(40);
+    process_->stop();
     if (attempt < 2 && tail.find("bind") != std::string::npos) continue;  // lost the port: try another
     return std::move(ready).error().with_context("starting the engine");
   }
+}
+
+Status LocalEngine::kill_and_restart() {
+  if (process_) {
+    process_->signal(SIGKILL);
+    process_->stop();  // reaps it (already dead: no grace period is waited)
+    process_.reset();
+  }
+  return launch().with_context("restarting the engine");
 }
 
 LocalEngine::~LocalEngine() {

@@ -5,7 +5,8 @@
 //
 // The binary is engine::resolve_server(server): --server, $KVGATE_SERVER, the pinned build.
 // A start that loses its port to another process (picked free, taken before the bind) is
-// retried on a new port.
+// retried on a new port. kill_and_restart() is a crash and a supervisor's restart: SIGKILL to
+// the engine's process group (no shutdown of any kind), then the same command on a new port.
 //
 // Thread-safety: one owner.
 #pragma once
@@ -41,6 +42,10 @@ class LocalEngine {
   LocalEngine(const LocalEngine&) = delete;
   LocalEngine& operator=(const LocalEngine&) = delete;
 
+  // SIGKILLs the engine and starts a fresh one with the same flags and key on a new free
+  // port (endpoint() changes); its output is appended to the same log file.
+  Status kill_and_restart();
+
   Endpoint endpoint() const;
   const std::vector<std::string>& argv() const { return process_->argv(); }
   std::string log_tail(size_t lines = 20) const { return process_->log_tail(lines); }
@@ -49,6 +54,11 @@ class LocalEngine {
 
  private:
   LocalEngine() = default;
+  Status launch();  // starts the engine of binary_, args_ and options_ (REQUIRES: none running)
+
+  LocalEngineOptions options_;
+  std::filesystem::path binary_;
+  std::vector<std::string> args_;
   std::unique_ptr<engine::ServerProcess> process_;
   std::string api_key_;
 };

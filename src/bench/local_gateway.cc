@@ -1,13 +1,21 @@
 #include "bench/local_gateway.h"
 
+#include <thread>
+
 namespace kvgate::bench {
 
 Result<std::unique_ptr<LocalGateway>> LocalGateway::start(const Endpoint& engine,
                                                           LocalGatewayOptions options) {
-  auto upstream = std::make_shared<gateway::HttpUpstream>([engine] {
-    return gateway::EngineEndpoint{.host = engine.host, .port = engine.port, .api_key = engine.api_key};
+  auto address = std::make_shared<EngineAddress>();
+  address->endpoint = engine;
+  auto upstream = std::make_shared<gateway::HttpUpstream>([address] {
+    std::lock_guard lock(address->mu);
+    const Endpoint& e = address->endpoint;
+    return gateway::EngineEndpoint{.host = e.host, .port = e.port, .api_key = e.api_key};
   });
-  return start(std::move(upstream), std::move(options));
+  KV_ASSIGN_OR_RETURN(auto g, start(std::move(upstream), std::move(options)));
+  g->engine_ = std::move(address);
+  return g;
 }
 
 Result<std::unique_ptr<LocalGateway>> LocalGateway::start(std::shared_ptr<gateway::Upstream> upstream,
@@ -23,6 +31,9 @@ Result<std::unique_ptr<LocalGateway>> LocalGateway::start(std::shared_ptr<gatewa
       g->store_to_remove_ = options.store;
     }
     KV_TRY(g->gateway_->open_store(*options.store).with_context("opening the gateway's session store"));
+  }
+  if (g->gateway_->options().kv.enabled()) {
+    KV_TRY(g->gateway_->open_kv_states().with_context("opening the gateway's saved conversation states"));
   }
   gateway::HttpServerOptions http;
   http.host = "127.0.0.1";
@@ -42,6 +53,24 @@ LocalGateway::~LocalGateway() {
     std::error_code ec;
     for (const char* suffix : {"", "-wal", "-shm"})
       std::filesystem::remove(store_to_remove_->string() + suffix, ec);
+  }
+}
+
+void LocalGateway::engine_restarted(const Endpoint& engine) {
+  {
+    std::lock_guard lock(engine_->mu);
+    engine_->endpoint = engine;
+  }
+  gateway_->on_engine_restart();
+}
+
+bool LocalGateway::wait_idle(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto s = gateway_->admission().stats();
+    if (s.active == 0 && s.waiting == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 

@@ -96,95 +96,180 @@ void send_turn(HttpClient& client, const json& body, bool stream, TurnResult& t,
   }
 }
 
+// A folder the engine saves slots into (--slot-save-path), removed with its files at the end.
+class StateDir {
+ public:
+  static Result<std::unique_ptr<StateDir>> create() {
+    static int counter = 0;
+    auto d = std::unique_ptr<StateDir>(new StateDir());
+    d->path_ = std::filesystem::temp_directory_path() /
+               fmt::format("kvgate-bench-replay-states-{}-{}", ::getpid(), counter++);
+    std::error_code ec;
+    std::filesystem::remove_all(d->path_, ec);
+    if (!std::filesystem::create_directories(d->path_, ec) || ec) {
+      return Error(fmt::format("creating {}: {}", d->path_.string(), ec ? ec.message() : "exists"));
+    }
+    return d;
+  }
+  ~StateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  StateDir(const StateDir&) = delete;
+  StateDir& operator=(const StateDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  StateDir() = default;
+  std::filesystem::path path_;
+};
+
+// What one path runs on. The members go in reverse order: the gateway, the engine, then the
+// folder its slot files are in.
+struct PathRig {
+  std::unique_ptr<StateDir> states;  // gateway path with saved conversation states
+  std::unique_ptr<LocalEngine> engine;
+  std::unique_ptr<LocalGateway> gateway;      // gateway path
+  std::unique_ptr<HttpClient> engine_client;  // the engine's counters
+  std::unique_ptr<HttpClient> client;         // the turns: to the gateway, or to the engine
+  size_t stale_retries = 0;                   // of clients replaced after restarts
+};
+
+Result<PathRig> start_rig(const ReplayOptions& options, bool through_gateway, const std::string& name) {
+  PathRig rig;
+  LocalEngineOptions eo = options.engine;
+  if (options.log_dir) eo.log_file = *options.log_dir / fmt::format("engine-{}.log", name);
+  LocalGatewayOptions go{.gateway = options.gateway};
+  if (through_gateway && options.gateway.kv.disk_budget_bytes > 0) {
+    KV_ASSIGN_OR_RETURN(rig.states, StateDir::create());
+    eo.extra_args.insert(eo.extra_args.end(), {"--slot-save-path", rig.states->path().string()});
+    go.gateway.kv.dir = rig.states->path();
+  } else {
+    go.gateway.kv = {};
+  }
+  KV_ASSIGN_OR_RETURN(rig.engine, LocalEngine::start(eo));
+  rig.engine_client = std::make_unique<HttpClient>(rig.engine->endpoint(), std::chrono::seconds(120));
+  if (through_gateway) {
+    static int counter = 0;
+    go.store = std::filesystem::temp_directory_path() /
+               fmt::format("kvgate-bench-replay-{}-{}.db", ::getpid(), counter++);
+    KV_ASSIGN_OR_RETURN(rig.gateway, LocalGateway::start(rig.engine->endpoint(), std::move(go)));
+  }
+  rig.client = std::make_unique<HttpClient>(rig.gateway ? rig.gateway->endpoint() : rig.engine->endpoint());
+  return rig;
+}
+
+// Kills the engine once the gateway has finished the turn before (its slot save included)
+// and starts a fresh one; the clients and the gateway's upstream are pointed at it.
+Status restart_engine(PathRig& rig) {
+  if (rig.gateway && !rig.gateway->wait_idle(std::chrono::minutes(5)))
+    return Error("restarting the engine: the gateway was still busy with the last turn after 5 minutes");
+  KV_TRY(rig.engine->kill_and_restart());
+  rig.engine_client = std::make_unique<HttpClient>(rig.engine->endpoint(), std::chrono::seconds(120));
+  if (rig.gateway) {
+    rig.gateway->engine_restarted(rig.engine->endpoint());
+  } else {
+    rig.stale_retries += rig.client->stale_retries();
+    rig.client = std::make_unique<HttpClient>(rig.engine->endpoint());
+  }
+  return util::ok_status();
+}
+
+// Turn k's request as the path sends it: the trace's (or in --live mode the model's own
+// history), with the benchmark's own settings applied; fills t.live, t.stream, t.request_messages.
+json turn_body(const Trace& trace, size_t k, const ReplayOptions& options, const json& previous_trace,
+               const json& previous_sent, const std::optional<json>& reply, const json& bias, TurnResult& t) {
+  const json& recorded = trace.turns[k];
+  json body = recorded;
+  if (options.live && k > 0) {
+    LiveHistory h = live_history(previous_trace, previous_sent, recorded["messages"], reply);
+    body["messages"] = std::move(h.messages);
+    t.live = h.live;
+  }
+  if (options.max_tokens) {
+    body.erase("max_completion_tokens");
+    body["max_tokens"] = *options.max_tokens;
+  }
+  if (!bias.is_null()) body["logit_bias"] = bias;
+  t.stream = options.stream == StreamMode::kForce ? true : recorded.value("stream", false);
+  body["stream"] = t.stream;
+  if (t.stream) {
+    if (!body.contains("stream_options") || !body["stream_options"].is_object())
+      body["stream_options"] = json::object();
+    body["stream_options"]["include_usage"] = true;
+  } else {
+    body.erase("stream_options");
+  }
+  t.request_messages = body["messages"].size();
+  return body;
+}
+
+// The gateway's figures at the end of the replay: sessions and the cost of its token accounting.
+void read_gateway_figures(HttpClient& client, size_t turns, PathResult& result) {
+  const auto s = client.get("/kvgate/v1/sessions");
+  const json j = s.json();
+  if (j.is_object() && j.contains("data") && j["data"].is_array()) result.sessions = j["data"].size();
+  const json st = client.get("/kvgate/v1/status").json();
+  if (st.is_object() && st.contains("token_accounting") && st.contains("metrics")) {
+    const json& ta = st["token_accounting"];
+    const double ms = st["metrics"].value("token_accounting_ms_total", 0.0);
+    result.accounting = {{"exact_counts", ta.value("counts", uint64_t{0})},
+                         {"pieces_tokenized", ta.value("pieces_tokenized", uint64_t{0})},
+                         {"chars_tokenized", ta.value("chars_tokenized", uint64_t{0})},
+                         {"piece_cache_hits", ta.value("cache_hits", uint64_t{0})},
+                         {"ms_total", ms},
+                         {"ms_per_turn", turns == 0 ? 0.0 : ms / static_cast<double>(turns)}};
+  }
+}
+
 Result<PathResult> run_path(const Trace& trace, const ReplayOptions& options, bool through_gateway,
                             size_t& done, size_t total, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   PathResult result;
   result.name = through_gateway ? "gateway" : "direct";
-  LocalEngineOptions eo = options.engine;
-  if (options.log_dir) eo.log_file = *options.log_dir / fmt::format("engine-{}.log", result.name);
   if (progress) progress(done, total, fmt::format("{}: starting the engine", result.name));
-  KV_ASSIGN_OR_RETURN(auto engine, LocalEngine::start(eo));
-  result.engine_command = engine->command_line();
-  HttpClient engine_client(engine->endpoint(), std::chrono::seconds(120));
+  KV_ASSIGN_OR_RETURN(PathRig rig, start_rig(options, through_gateway, result.name));
+  result.engine_command = rig.engine->command_line();
+  result.saved_states = rig.states != nullptr;
   json bias = nullptr;
   if (options.plain_words) {
-    KV_ASSIGN_OR_RETURN(bias, word_bias(engine_client));
+    KV_ASSIGN_OR_RETURN(bias, word_bias(*rig.engine_client));
   }
-  std::unique_ptr<LocalGateway> gw;
-  if (through_gateway) {
-    static int counter = 0;
-    LocalGatewayOptions go{.gateway = options.gateway};
-    go.store = std::filesystem::temp_directory_path() /
-               fmt::format("kvgate-bench-replay-{}-{}.db", ::getpid(), counter++);
-    KV_ASSIGN_OR_RETURN(gw, LocalGateway::start(engine->endpoint(), std::move(go)));
-  }
-  HttpClient client(gw ? gw->endpoint() : engine->endpoint());
   int64_t last_ts = 0;
   json previous_trace, previous_sent;
   std::optional<json> reply;
   for (size_t k = 0; k < trace.turns.size(); ++k) {
-    const json& recorded = trace.turns[k];
     TurnResult t;
     t.turn = k + 1;
-    json body = recorded;
-    if (options.live && k > 0) {
-      LiveHistory h = live_history(previous_trace, previous_sent, recorded["messages"], reply);
-      body["messages"] = std::move(h.messages);
-      t.live = h.live;
+    if (options.restart_every > 0 && k > 0 && k % options.restart_every == 0) {
+      if (progress)
+        progress(done, total, fmt::format("{}: restarting the engine before turn {}", result.name, k + 1));
+      KV_TRY(restart_engine(rig).with_context(fmt::format("{} path, before turn {}", result.name, k + 1)));
+      t.after_restart = true;
     }
-    if (options.max_tokens) {
-      body.erase("max_completion_tokens");
-      body["max_tokens"] = *options.max_tokens;
-    }
-    if (!bias.is_null()) body["logit_bias"] = bias;
-    t.stream = options.stream == StreamMode::kForce ? true : recorded.value("stream", false);
-    body["stream"] = t.stream;
-    if (t.stream) {
-      if (!body.contains("stream_options") || !body["stream_options"].is_object())
-        body["stream_options"] = json::object();
-      body["stream_options"]["include_usage"] = true;
-    } else {
-      body.erase("stream_options");
-    }
-    t.request_messages = body["messages"].size();
+    json body = turn_body(trace, k, options, previous_trace, previous_sent, reply, bias, t);
     if (progress) {
       progress(done, total,
                fmt::format("{}: turn {}/{} ({} messages)", result.name, k + 1, trace.turns.size(),
                            t.request_messages));
     }
-    KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(engine_client));
-    send_turn(client, body, t.stream, t, reply);
-    KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(engine_client));
+    KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(*rig.engine_client));
+    send_turn(*rig.client, body, t.stream, t, reply);
+    KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(*rig.engine_client));
     t.engine_processed = after.processed - before.processed;
     t.engine_cached = after.cached - before.cached;
     t.engine_cached_known = after.cached_known;
-    if (gw) {
-      const auto s = client.get("/kvgate/v1/sessions");
+    if (rig.gateway) {
+      const auto s = rig.client->get("/kvgate/v1/sessions");
       if (s.status == 200) t.compactions = new_compactions(s.json(), last_ts);
     }
-    previous_trace = recorded["messages"];
+    previous_trace = trace.turns[k]["messages"];
     previous_sent = body["messages"];
     result.turns.push_back(std::move(t));
     ++done;
   }
-  if (gw) {
-    const auto s = client.get("/kvgate/v1/sessions");
-    const json j = s.json();
-    if (j.is_object() && j.contains("data") && j["data"].is_array()) result.sessions = j["data"].size();
-    const json st = client.get("/kvgate/v1/status").json();
-    if (st.is_object() && st.contains("token_accounting") && st.contains("metrics")) {
-      const json& ta = st["token_accounting"];
-      const double ms = st["metrics"].value("token_accounting_ms_total", 0.0);
-      result.accounting = {{"exact_counts", ta.value("counts", uint64_t{0})},
-                           {"pieces_tokenized", ta.value("pieces_tokenized", uint64_t{0})},
-                           {"chars_tokenized", ta.value("chars_tokenized", uint64_t{0})},
-                           {"piece_cache_hits", ta.value("cache_hits", uint64_t{0})},
-                           {"ms_total", ms},
-                           {"ms_per_turn", trace.turns.empty() ? 0.0 : ms / static_cast<double>(trace.turns.size())}};
-    }
-  }
-  result.stale_retries = client.stale_retries();
+  if (rig.gateway) read_gateway_figures(*rig.client, trace.turns.size(), result);
+  result.stale_retries = rig.stale_retries + rig.client->stale_retries();
   result.summary = summarize_path(result.turns);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
@@ -203,8 +288,19 @@ PathSummary summarize_path(const std::vector<TurnResult>& turns) {
   PathSummary s;
   s.turns = turns.size();
   std::vector<double> ttft, total;
+  std::vector<double> ttft_after, ttft_other;
   for (const auto& t : turns) {
     total.push_back(t.total_ms);
+    if (t.after_restart) s.restart_turns.push_back(t.turn);
+    TurnGroup& group = t.after_restart ? s.after_restart : s.other_turns;
+    ++group.turns;
+    if (t.ok()) {
+      ++group.ok;
+      group.prompt_tokens += t.prompt_tokens;
+      group.cached_tokens += t.cached_tokens;
+      group.prefilled_tokens += t.prefilled_tokens;
+      if (t.ttft_ms >= 0) (t.after_restart ? ttft_after : ttft_other).push_back(t.ttft_ms);
+    }
     s.engine_processed += t.engine_processed;
     s.engine_cached += t.engine_cached;
     s.engine_cached_known = s.engine_cached_known && t.engine_cached_known;
@@ -227,6 +323,8 @@ PathSummary summarize_path(const std::vector<TurnResult>& turns) {
   s.engine_processed_ratio = engine_all <= 0 ? 0 : s.engine_processed / engine_all;
   s.ttft_ms = summarize(ttft);
   s.total_ms = summarize(total);
+  s.after_restart.ttft_ms = summarize(ttft_after);
+  s.other_turns.ttft_ms = summarize(ttft_other);
   return s;
 }
 
@@ -264,6 +362,8 @@ Result<ReplayReport> run_replay(const Trace& trace, const ReplayOptions& options
   const auto t0 = std::chrono::steady_clock::now();
   ReplayReport report;
   report.trace = trace.name;
+  report.restart_every = options.restart_every;
+  report.saved_states_off = options.saved_states_off;
   report.options = {{"turns", trace.turns.size()},
                     {"context", options.engine.context},
                     {"slots", options.engine.slots},
@@ -273,6 +373,11 @@ Result<ReplayReport> run_replay(const Trace& trace, const ReplayOptions& options
                     {"max_tokens", options.max_tokens ? json(*options.max_tokens) : json("as in the trace")},
                     {"plain_words", options.plain_words},
                     {"stream", options.stream == StreamMode::kForce ? "always" : "as in the trace"}};
+  if (options.restart_every > 0) {
+    report.options["restart_every"] = options.restart_every;
+    report.options["gateway_saved_states"] =
+        options.gateway.kv.disk_budget_bytes > 0 ? json("on") : json("off: " + options.saved_states_off);
+  }
   const size_t total =
       trace.turns.size() * ((options.direct ? 1U : 0U) + (options.through_gateway ? 1U : 0U));
   size_t done = 0;

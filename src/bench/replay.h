@@ -15,6 +15,13 @@
 // engine's own counters over the turn (llamacpp:prompt_tokens_total and
 // _cached_total: everything the engine computed, including compaction summaries), and
 // the gateway's compaction events of the turn (from GET /kvgate/v1/sessions).
+//
+// Restarts (restart_every N): on each path the engine is killed with SIGKILL after every N
+// turns — once the turn is over, the gateway's work after the answer included — and a fresh
+// engine with the same settings is started before the next turn, as a supervisor restarts a
+// crashed engine. Its KV cache is gone; through the gateway, with saved conversation states
+// (gateway.kv), the conversation's state comes back from the file the engine saved. The
+// summary splits each path's figures into the turns right after a restart and the others.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +55,14 @@ struct ReplayOptions {
   std::optional<int> max_tokens;
   bool plain_words = false;
   StreamMode stream = StreamMode::kForce;
+  // Gateway path: with gateway.kv.disk_budget_bytes > 0 the gateway keeps conversations'
+  // engine states (kv_keeper.h) in a temporary folder, removed at the end, that its engine
+  // saves slots into (--slot-save-path; gateway.kv.dir is set to it). The direct path's engine
+  // never gets one.
   gateway::GatewayOptions gateway;
   std::optional<std::filesystem::path> log_dir;  // engine-direct.log, engine-gateway.log
+  size_t restart_every = 0;                      // 0: no restarts; N: SIGKILL and restart after every N turns
+  std::string saved_states_off;                  // why gateway.kv is off despite restarts (for the report)
 };
 
 struct TurnResult {
@@ -69,8 +82,18 @@ struct TurnResult {
   double engine_processed = 0;  // engine counters over the turn
   double engine_cached = 0;
   bool engine_cached_known = true;  // the engine exports its reuse counter
+  bool after_restart = false;       // the first turn on an engine started again after a kill
   nlohmann::json compactions = nlohmann::json::array();  // the gateway's events of this turn
   bool ok() const { return failure == FailureKind::kNone; }
+};
+
+// The turns of one kind (right after a restart, or the others): how many, how many were
+// answered, and the figures of those answered.
+struct TurnGroup {
+  size_t turns = 0;
+  size_t ok = 0;
+  uint64_t prompt_tokens = 0, cached_tokens = 0, prefilled_tokens = 0;
+  Summary ttft_ms;
 };
 
 struct PathSummary {
@@ -86,6 +109,8 @@ struct PathSummary {
   Summary ttft_ms;                                                      // successful turns
   Summary total_ms;                                                     // all turns
   size_t compactions = 0;
+  std::vector<size_t> restart_turns;  // the turns that followed a restart (TurnResult::after_restart)
+  TurnGroup after_restart, other_turns;
 };
 PathSummary summarize_path(const std::vector<TurnResult>& turns);
 
@@ -93,6 +118,7 @@ struct PathResult {
   std::string name;  // "direct" or "gateway"
   std::string engine_command;
   std::vector<TurnResult> turns;
+  bool saved_states = false;  // the gateway kept conversations' engine states (ReplayOptions::gateway.kv)
   PathSummary summary;
   size_t sessions = 0;       // gateway sessions at the end (1: the conversation was recognised every turn)
   size_t stale_retries = 0;  // requests resent because the server had closed the kept-alive connection
@@ -105,6 +131,8 @@ struct PathResult {
 struct ReplayReport {
   std::string trace;
   nlohmann::json options;
+  size_t restart_every = 0;      // ReplayOptions::restart_every
+  std::string saved_states_off;  // ReplayOptions::saved_states_off
   std::vector<PathResult> paths;
   double wall_s = 0;
   const PathResult* path(std::string_view name) const;

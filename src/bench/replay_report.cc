@@ -25,6 +25,15 @@ std::string compaction_text(const json& events) {
   return out;
 }
 
+json group_json(const TurnGroup& g) {
+  return {{"turns", g.turns},
+          {"ok", g.ok},
+          {"prompt_tokens", g.prompt_tokens},
+          {"cached_tokens", g.cached_tokens},
+          {"prefilled_tokens", g.prefilled_tokens},
+          {"ttft_ms", to_json(g.ttft_ms)}};
+}
+
 json summary_json(const PathSummary& s) {
   return {{"turns", s.turns},
           {"ok", s.ok},
@@ -40,6 +49,36 @@ json summary_json(const PathSummary& s) {
           {"ttft_ms", to_json(s.ttft_ms)},
           {"total_ms", to_json(s.total_ms)},
           {"compactions", s.compactions}};
+}
+
+// The restart lines of the summary: when the engines were killed, and per path the turns
+// right after a restart against the others.
+std::string restart_text(const ReplayReport& r) {
+  if (r.restart_every == 0 || r.paths.empty()) return {};
+  std::string turns;
+  for (size_t t : r.paths.front().summary.restart_turns)
+    turns += fmt::format("{}{}", turns.empty() ? "" : ", ", t);
+  std::string s =
+      fmt::format("  engine killed (SIGKILL) and started again after every {} turns, before turn{} {}\n",
+                  r.restart_every, r.paths.front().summary.restart_turns.size() == 1 ? "" : "s",
+                  turns.empty() ? "(none: the trace is shorter)" : turns);
+  if (r.path("gateway")) {
+    s += r.saved_states_off.empty()
+             ? std::string("  gateway: saved conversation states on (restored after a restart)\n")
+             : fmt::format("  gateway: saved conversation states off: {}\n", r.saved_states_off);
+  }
+  s += fmt::format("  {:<8} {:<14} {:>7} {:>10} {:>10} {:>13} {:>13} {:>13}\n", "path", "turns", "ok",
+                   "TTFT mean", "TTFT p50", "prompt tok", "cached", "prefilled");
+  auto row = [&s](const std::string& path, const char* label, const TurnGroup& g) {
+    s += fmt::format("  {:<8} {:<14} {:>7} {:>9.2f}s {:>9.2f}s {:>13} {:>13} {:>13}\n", path, label,
+                     fmt::format("{}/{}", g.ok, g.turns), g.ttft_ms.mean / 1000, g.ttft_ms.p50 / 1000,
+                     g.prompt_tokens, g.cached_tokens, g.prefilled_tokens);
+  };
+  for (const auto& p : r.paths) {
+    row(p.name, "after restart", p.summary.after_restart);
+    row(p.name, "other", p.summary.other_turns);
+  }
+  return s;
 }
 
 std::string chart(const ReplayReport& r) {
@@ -96,6 +135,7 @@ std::string chart(const ReplayReport& r) {
 }  // namespace
 
 json to_json(const ReplayReport& r) {
+  const bool restarts = r.restart_every > 0;
   json paths = json::array();
   for (const auto& p : r.paths) {
     json turns = json::array();
@@ -116,6 +156,7 @@ json to_json(const ReplayReport& r) {
                        {"engine_processed_tokens", t.engine_processed},
                        {"engine_cached_tokens", t.engine_cached},
                        {"compactions", t.compactions}});
+      if (restarts) turns.back()["after_restart"] = t.after_restart;
     }
     json pj = {{"path", p.name},
                {"engine_command", p.engine_command},
@@ -123,9 +164,15 @@ json to_json(const ReplayReport& r) {
                {"wall_s", p.wall_s},
                {"stale_connection_retries", p.stale_retries},
                {"turns", turns}};
+    if (restarts) {
+      pj["summary"]["restart_turns"] = p.summary.restart_turns;
+      pj["summary"]["after_restart"] = group_json(p.summary.after_restart);
+      pj["summary"]["other_turns"] = group_json(p.summary.other_turns);
+    }
     if (p.name == "gateway") {
       pj["sessions"] = p.sessions;
       pj["token_accounting"] = p.accounting;
+      if (restarts) pj["saved_states"] = p.saved_states;
     }
     paths.push_back(std::move(pj));
   }
@@ -141,17 +188,24 @@ json to_json(const ReplayReport& r) {
 }
 
 Status write_replay(const ReplayReport& r, OutputDir& out) {
-  CsvWriter csv({"path", "turn", "status", "result", "stream", "messages", "request_bytes", "ttft_ms",
-                 "total_ms", "prompt_tokens", "cached_tokens", "prefilled_tokens", "engine_processed_tokens",
-                 "engine_cached_tokens", "compactions", "error"});
+  const bool restarts = r.restart_every > 0;  // only then the after_restart column
+  std::vector<std::string> header({"path", "turn", "status", "result", "stream", "messages", "request_bytes",
+                                   "ttft_ms", "total_ms", "prompt_tokens", "cached_tokens",
+                                   "prefilled_tokens", "engine_processed_tokens", "engine_cached_tokens",
+                                   "compactions", "error"});
+  if (restarts) header.insert(header.end() - 1, "after_restart");
+  CsvWriter csv(header);
   for (const auto& p : r.paths) {
     for (const auto& t : p.turns) {
-      csv.row({p.name, std::to_string(t.turn), std::to_string(t.status), failure_name(t.failure),
-               t.stream ? "1" : "0", std::to_string(t.request_messages), std::to_string(t.request_bytes),
-               t.ttft_ms < 0 ? "" : format_number(t.ttft_ms, 1), format_number(t.total_ms, 1),
-               std::to_string(t.prompt_tokens), std::to_string(t.cached_tokens),
-               std::to_string(t.prefilled_tokens), format_number(t.engine_processed, 0),
-               format_number(t.engine_cached, 0), compaction_text(t.compactions), t.error.substr(0, 200)});
+      std::vector<std::string> row(
+          {p.name, std::to_string(t.turn), std::to_string(t.status), failure_name(t.failure),
+           t.stream ? "1" : "0", std::to_string(t.request_messages), std::to_string(t.request_bytes),
+           t.ttft_ms < 0 ? "" : format_number(t.ttft_ms, 1), format_number(t.total_ms, 1),
+           std::to_string(t.prompt_tokens), std::to_string(t.cached_tokens),
+           std::to_string(t.prefilled_tokens), format_number(t.engine_processed, 0),
+           format_number(t.engine_cached, 0), compaction_text(t.compactions), t.error.substr(0, 200)});
+      if (restarts) row.insert(row.end() - 1, t.after_restart ? "1" : "0");
+      csv.row(row);
     }
   }
   KV_TRY(out.write("replay.csv", csv.text()));
@@ -208,6 +262,7 @@ std::string replay_text(const ReplayReport& r) {
         c["turns_both_answered"].get<size_t>(), num(c["ttft_sum_ratio"]), num(c["ttft_p50_ratio"]),
         num(c["prefilled_ratio"]));
   }
+  s += restart_text(r);
   s += fmt::format("{:.1f} s\n", r.wall_s);
   return s;
 }

@@ -2,7 +2,7 @@
 // of it, written as CSV, JSON and SVG into --out DIR (see src/bench and docs/BENCHMARKS.md).
 //
 //   kvgate bench prefill  (--url URL [--api-key K] | --model FILE) [--ctx 4k..64k] [--reps 3]
-//   kvgate bench replay   TRACE.jsonl --model FILE [--ctx 32k] [--turns N] [--live]
+//   kvgate bench replay   TRACE.jsonl --model FILE [--ctx 32k] [--turns N] [--live] [--restart-every N]
 //   kvgate bench overhead (--url URL [--api-key K] | --model FILE) [--reps 100] [--large-bytes 1MiB]
 //
 // With --model the pinned engine (or --server BIN, or $KVGATE_SERVER) is started on a free
@@ -122,41 +122,80 @@ int prefill(const TargetArgs& t, const std::string& ctx, int reps, double cliff_
   return kExitOk;
 }
 
-int replay(const std::string& trace_path, const TargetArgs& t, const std::string& ctx, size_t turns,
-           bool live, std::optional<int> max_tokens, bool plain_words, bool as_recorded,
-           const std::string& paths, uint32_t cache_reuse, const std::string& high_watermark,
-           const std::string& out_dir, bool json) {
-  if (t.model.empty())
-    return fail("replay", "--model FILE is required (each path gets a fresh engine on it)");
-  auto context = util::parse_tokens(ctx);
-  if (!context) return fail("replay", "--ctx: " + context.error().message());
-  if (paths != "both" && paths != "direct" && paths != "gateway") {
-    return fail("replay", "--paths must be both, direct or gateway");
+struct ReplayArgs {
+  std::string trace_path;
+  TargetArgs target;
+  std::string ctx = "32k";
+  std::string paths = "both";
+  size_t turns = 0;
+  bool live = false, plain_words = false, as_recorded = false;
+  std::optional<int> max_tokens;
+  uint32_t cache_reuse = 256;
+  std::string high_watermark;
+  size_t restart_every = 0;
+};
+
+// With restarts, the gateway keeps conversations' engine states as `kvgate up` does (its
+// kv_options()): mainline builds with --slot-save-path only, the identity constant over the
+// run, exact prefixes for models with recurrent state. Off otherwise, with the reason.
+void choose_saved_states(const ReplayArgs& a, const plan::ServerCaps& caps, bool recurrent,
+                         bench::ReplayOptions& o) {
+  if (a.restart_every == 0) return;
+  if (!plan::slot_states_reliable(caps.fork)) {
+    o.saved_states_off =
+        "this ik_llama.cpp build loses the answers of slot save/restore now and then "
+        "(plan/engine_quirks.h), so kvgate keeps none for it";
+    return;
   }
-  auto trace = bench::load_trace(trace_path, turns);
-  if (!trace) return fail("replay", trace.error().message());
-  auto out = bench::OutputDir::open(out_dir);
-  if (!out) return fail("replay", out.error().message());
-  bench::ReplayOptions o;
+  if (!caps.help_flags.count("--slot-save-path")) {
+    o.saved_states_off = fmt::format("{} has no --slot-save-path", caps.describe());
+    return;
+  }
+  std::error_code ec;
+  const auto space = fs::space(fs::temp_directory_path(ec), ec);
+  const uint64_t budget = ec ? 0 : std::min<uint64_t>(space.available / 2, 64ull << 30);
+  if (budget < (64ull << 20)) {
+    o.saved_states_off = "less than 128 MiB free in " + fs::temp_directory_path(ec).string();
+    return;
+  }
+  o.gateway.kv.disk_budget_bytes = budget;
+  o.gateway.kv.exact_prefix = recurrent;
+  o.gateway.kv.identity = {{"model", fs::absolute(o.engine.model, ec).string()},
+                           {"model_bytes", fs::file_size(o.engine.model, ec)},
+                           {"engine", caps.describe()},
+                           {"context", o.engine.context},
+                           {"slots", o.engine.slots},
+                           {"engine_args", o.engine.extra_args}};
+}
+
+// The engine's flags for both paths (as `kvgate up` runs the build) and the gateway's
+// settings that depend on them.
+Status choose_engine_settings(const ReplayArgs& a, uint64_t context, bench::ReplayOptions& o) {
+  const TargetArgs& t = a.target;
   o.engine = {
-      .model = t.model, .context = *context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
+      .model = t.model, .context = context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
   if (!t.server.empty()) o.engine.server = t.server;
   // The build decides the fork: ik runs as `kvgate up` runs it (jinja on, context shift off,
   // no ./llama.log, the checkpoint tolerance for hybrid models; it has no chunk reuse).
-  auto server_bin = engine::resolve_server(t.server.empty() ? std::nullopt : std::optional<std::string>(t.server));
-  if (!server_bin) return fail("replay", server_bin.error().message());
-  auto probed = engine::probe_server(*server_bin);
-  if (!probed) return fail("replay", probed.error().message());
-  o.gateway.engine_fork = probed->caps.fork;
-  if (probed->caps.fork == plan::Fork::kIk) {
+  KV_ASSIGN_OR_RETURN(
+      auto server_bin,
+      engine::resolve_server(t.server.empty() ? std::nullopt : std::optional<std::string>(t.server)));
+  KV_ASSIGN_OR_RETURN(auto probed, engine::probe_server(server_bin));
+  o.gateway.engine_fork = probed.caps.fork;
+  uint32_t cache_reuse = a.cache_reuse;
+  const bool ik = probed.caps.fork == plan::Fork::kIk;
+  bool recurrent = false;
+  if (ik || a.restart_every > 0) {
+    KV_ASSIGN_OR_RETURN(auto file, gguf::File::open(t.model));
+    KV_ASSIGN_OR_RETURN(auto desc, plan::describe_model(file));
+    recurrent = desc.has_recurrent();
+  }
+  if (ik) {
     cache_reuse = 0;
-    o.engine.extra_args.insert(o.engine.extra_args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
-    auto file = gguf::File::open(t.model);
-    if (!file) return fail("replay", file.error().message());
-    auto desc = plan::describe_model(*file);
-    if (!desc) return fail("replay", desc.error().message());
+    o.engine.extra_args.insert(o.engine.extra_args.end(),
+                               {"--jinja", "--context-shift", "off", "--log-disable"});
     plan::ServerSettings s;
-    plan::choose_fork_settings(probed->caps, desc->has_recurrent(), s);
+    plan::choose_fork_settings(probed.caps, recurrent, s);
     if (s.ctx_checkpoint_tolerance) {
       o.engine.extra_args.insert(o.engine.extra_args.end(), {"-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance)});
     }
@@ -168,19 +207,38 @@ int replay(const std::string& trace_path, const TargetArgs& t, const std::string
     o.engine.extra_args.insert(o.engine.extra_args.end(), {"--cache-reuse", std::to_string(cache_reuse)});
   }
   o.gateway.compaction_options.summary_after_tail = cache_reuse > 0;
-  if (high_watermark.empty()) {
+  choose_saved_states(a, probed.caps, recurrent, o);
+  return util::ok_status();
+}
+
+int replay(const ReplayArgs& a, const std::string& out_dir, bool json) {
+  if (a.target.model.empty())
+    return fail("replay", "--model FILE is required (each path gets a fresh engine on it)");
+  auto context = util::parse_tokens(a.ctx);
+  if (!context) return fail("replay", "--ctx: " + context.error().message());
+  if (a.paths != "both" && a.paths != "direct" && a.paths != "gateway") {
+    return fail("replay", "--paths must be both, direct or gateway");
+  }
+  auto trace = bench::load_trace(a.trace_path, a.turns);
+  if (!trace) return fail("replay", trace.error().message());
+  auto out = bench::OutputDir::open(out_dir);
+  if (!out) return fail("replay", out.error().message());
+  bench::ReplayOptions o;
+  o.restart_every = a.restart_every;
+  if (auto st = choose_engine_settings(a, *context, o); !st) return fail("replay", st.error().message());
+  if (a.high_watermark.empty()) {
     o.gateway.high_watermark_tokens = plan::safe_cap(static_cast<uint32_t>(*context));
   } else {
-    auto high = util::parse_tokens(high_watermark);
+    auto high = util::parse_tokens(a.high_watermark);
     if (!high || *high == 0) return fail("replay", "--high-watermark: a token count such as 24k");
     o.gateway.high_watermark_tokens = *high;
   }
-  o.direct = paths != "gateway";
-  o.through_gateway = paths != "direct";
-  o.live = live;
-  o.max_tokens = max_tokens;
-  o.plain_words = plain_words;
-  o.stream = as_recorded ? bench::StreamMode::kTrace : bench::StreamMode::kForce;
+  o.direct = a.paths != "gateway";
+  o.through_gateway = a.paths != "direct";
+  o.live = a.live;
+  o.max_tokens = a.max_tokens;
+  o.plain_words = a.plain_words;
+  o.stream = a.as_recorded ? bench::StreamMode::kTrace : bench::StreamMode::kForce;
   o.log_dir = out->dir();
   bench::TerminalProgress progress;
   auto report = bench::run_replay(*trace, o, progress.callback());
@@ -257,32 +315,33 @@ int run_bench(int argc, char** argv) {
   p->add_option("--out", out_dir, "folder for the files");
   p->add_flag("--json", json, "print the JSON report");
 
-  TargetArgs rt;
-  std::string trace_path, r_ctx = "32k", paths = "both";
-  size_t turns = 0;
-  bool live = false, plain_words = false, as_recorded = false;
-  std::optional<int> max_tokens;
+  ReplayArgs ra;
   auto* r = app.add_subcommand("replay", "replay an agent trace straight to the engine and through kvgate");
-  r->add_option("trace", trace_path, "TRACE.jsonl (first line {\"_meta\":…}, then one chat request per turn)")
+  r->add_option("trace", ra.trace_path,
+                "TRACE.jsonl (first line {\"_meta\":…}, then one chat request per turn)")
       ->required();
-  add_target(*r, rt, false);
-  r->add_option("--ctx", r_ctx, "engine context for both paths (default 32k)");
-  r->add_option("--turns", turns, "replay only the first N turns");
-  r->add_flag("--live", live, "send the model's own replies back instead of the trace's assistant messages");
-  r->add_option("--max-tokens", max_tokens, "override the trace's max_tokens");
-  r->add_flag("--plain-words", plain_words,
+  add_target(*r, ra.target, false);
+  r->add_option("--ctx", ra.ctx, "engine context for both paths (default 32k)");
+  r->add_option("--turns", ra.turns, "replay only the first N turns");
+  r->add_flag("--live", ra.live,
+              "send the model's own replies back instead of the trace's assistant messages");
+  r->add_option("--max-tokens", ra.max_tokens, "override the trace's max_tokens");
+  r->add_flag("--plain-words", ra.plain_words,
               "bias the output to common English words (random-weight models otherwise emit bytes the "
               "engine's output "
               "parser may reject)");
-  r->add_flag("--stream-as-recorded", as_recorded,
+  r->add_flag("--stream-as-recorded", ra.as_recorded,
               "keep each turn's stream setting (default: stream every turn, so TTFT is measured everywhere)");
-  r->add_option("--paths", paths, "both (default), direct or gateway");
-  uint32_t cache_reuse = 256;
-  std::string high_watermark;
-  r->add_option("--cache-reuse", cache_reuse,
+  r->add_option("--paths", ra.paths, "both (default), direct or gateway");
+  r->add_option("--cache-reuse", ra.cache_reuse,
                 "the engine's --cache-reuse on both paths, as kvgate up sets it (default 256; 0: off)");
-  r->add_option("--high-watermark", high_watermark,
+  r->add_option("--high-watermark", ra.high_watermark,
                 "the gateway's high watermark in tokens (default: the planner's safe cap, 3/4 of --ctx)");
+  r->add_option("--restart-every", ra.restart_every,
+                "kill the engine (SIGKILL) after every N turns and start a fresh one before the next, on "
+                "both paths; the gateway then keeps conversations' engine states (--slot-save-path; "
+                "mainline only)")
+      ->check(CLI::PositiveNumber);
   r->add_option("--out", out_dir, "folder for the files");
   r->add_flag("--json", json, "print the JSON report");
 
@@ -308,8 +367,7 @@ int run_bench(int argc, char** argv) {
   if (p->parsed())
     return prefill(pt, p_ctx, p_reps, cliff_fraction, cap_fraction, cache_check, seed, out_dir, json);
   if (r->parsed()) {
-    return replay(trace_path, rt, r_ctx, turns, live, max_tokens, plain_words, as_recorded, paths, cache_reuse,
-                  high_watermark, out_dir, json);
+    return replay(ra, out_dir, json);
   }
   if (large == "0") {
     oo.large_bytes = 0;

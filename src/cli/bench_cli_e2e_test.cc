@@ -98,6 +98,44 @@ TEST_F(BenchCliE2eTest, Replay) {
   EXPECT_TRUE(fs::exists(out / "replay.csv"));
 }
 
+// The engine SIGKILLed after every 2 turns: through the gateway the turn after each restart
+// is served from the conversation's saved state; straight to the engine it is prefilled again.
+TEST_F(BenchCliE2eTest, ReplayWithRestarts) {
+  const auto out = dir_ / "replay-restarts";
+  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/agent-zh-reasoning.jsonl";
+  const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "16k", "--turns", "5",
+                        "--restart-every", "2", "--plain-words", "--max-tokens", "4", "--live",
+                        "--engine-args", "-t 2", "--out", out.string()});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("started again after every 2 turns, before turns 3, 5"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("gateway: saved conversation states on"), std::string::npos) << r.output;
+  const json j = json::parse(slurp(out / "replay.json"));
+  EXPECT_EQ(j["options"]["restart_every"], 2);
+  ASSERT_EQ(j["paths"].size(), 2U);
+  for (const auto& p : j["paths"]) {
+    const std::string name = p["path"];
+    EXPECT_EQ(p["summary"]["restart_turns"], json::array({3, 5})) << name;
+    ASSERT_EQ(p["turns"].size(), 5U) << name;
+    for (const auto& t : p["turns"]) {
+      const int turn = t["turn"];
+      EXPECT_EQ(t["after_restart"], turn == 3 || turn == 5) << name << " turn " << turn;
+      if (!t["after_restart"].get<bool>()) continue;
+      ASSERT_EQ(t["result"], "ok") << name << " turn " << turn << ": " << t.dump();
+      const uint64_t prompt = t["prompt_tokens"], cached = t["cached_tokens"];
+      if (name == "gateway") {
+        EXPECT_GT(cached, prompt / 2) << "turn " << turn << " restored from the saved state: " << t.dump();
+      } else {
+        EXPECT_LT(cached, 64U) << "a fresh engine has nothing cached: " << t.dump();
+      }
+    }
+  }
+  EXPECT_EQ(j["paths"][0]["engine_command"].get<std::string>().find("--slot-save-path"), std::string::npos)
+      << "the direct path's engine saves nothing";
+  EXPECT_NE(j["paths"][1]["engine_command"].get<std::string>().find("--slot-save-path"), std::string::npos);
+  EXPECT_NE(slurp(out / "replay.csv").find("after_restart"), std::string::npos);
+}
+
 TEST_F(BenchCliE2eTest, Overhead) {
   const auto out = dir_ / "overhead";
   const Ran r = kvgate({"bench",           "overhead",   "--model",       model_,  "--reps",        "3",

@@ -322,6 +322,9 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
     return;
   }
   if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
+  // The engine puts a raw completion in a slot of its choosing: what any slot holds is then
+  // unknown (saved first, so no conversation loses more than its cache).
+  if (kv_) kv_->before_foreign_use(engine_generation_.load());
   CancelScope cancel;
   if (!rec.stream) {
     std::optional<DisconnectWatch> watch(std::in_place, writer, cancel);

@@ -292,6 +292,16 @@ void KvKeeper::save_all(uint64_t generation) {
   }
 }
 
+void KvKeeper::before_foreign_use(uint64_t generation) {
+  if (!files_) return;
+  for (size_t i = 0; i < held_.size(); ++i) {
+    std::lock_guard lock(*slot_mu_[i]);
+    Held& h = held_[i];
+    if (!h.session.empty() && !h.saved && h.generation == generation) save(static_cast<int>(i), h, "foreign_use");
+    h = Held{};
+  }
+}
+
 json KvKeeper::session_info(const std::string& session) {
   if (!files_) return nullptr;
   auto rec = files_->record(session);

@@ -88,6 +88,9 @@ class KvKeeper {
                   const nlohmann::json& body, const nlohmann::json& reply, const Turn& turn);
   // Saves every slot's state not saved since its last turn (shutdown).
   void save_all(uint64_t generation);
+  // Before a request the engine may put in any slot (a raw completion): saves what is
+  // unsaved, then takes every slot as holding nothing known.
+  void before_foreign_use(uint64_t generation);
   // A session's saved state for status: tokens, bytes, last save and restore; null if none.
   nlohmann::json session_info(const std::string& session);
   // Gauges for /metrics (files, bytes on disk, budget).

@@ -310,6 +310,22 @@ TEST_P(KvStateE2eTest, TheDiskBudgetIsKept) {
   EXPECT_LE(on_disk, o.kv.disk_budget_bytes + 64 * 1024) << "states plus their small records";
 }
 
+// A raw completion goes to a slot the engine chooses (here the only one): the conversation that
+// held it is restored on its next turn, not taken as still cached.
+TEST_P(KvStateE2eTest, AConversationIsRestoredAfterARawCompletionUsedItsSlot) {
+  auto& e = saving_engine(GetParam(), "qwen3");
+  Front f([&e] { return e.engine->endpoint(); }, options(e, true));
+  auto c = f.client();
+  Client a(61, 400);
+  Figures first, next;
+  ASSERT_TRUE(a.turn(c, first));
+  auto raw = post_json(c, "/v1/completions", {{"prompt", "Something else entirely."}, {"max_tokens", 2}});
+  ASSERT_EQ(raw.status, 200) << raw.raw.substr(0, 300);
+  ASSERT_TRUE(a.turn(c, next));
+  EXPECT_EQ(metric(f, "kv_restores_total"), 1);
+  EXPECT_LT(next.prefilled_share(), 0.1) << next.prompt << " prompt, " << next.cached << " cached";
+}
+
 // The engine cannot write its file (the folder is gone, a file in its place): every answer
 // still arrives; only the saves fail.
 TEST_P(KvStateE2eTest, ASaveThatFailsCostsNoAnswer) {
