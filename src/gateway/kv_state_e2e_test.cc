@@ -31,6 +31,11 @@ struct SavingEngine {
   fs::path dir;
   bool recurrent = false;
   std::unique_ptr<Engine> engine;
+  ~SavingEngine() {
+    engine.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
 };
 
 SavingEngine& saving_engine(plan::Fork fork, const std::string& arch) {
