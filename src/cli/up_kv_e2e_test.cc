@@ -31,6 +31,11 @@ struct Turn {
   double prefilled_share() const {
     return prompt == 0 ? 1.0 : static_cast<double>(prompt - cached) / static_cast<double>(prompt);
   }
+  // The figures of the turn after `what`, printed for the record.
+  void print(const char* what) const {
+    std::printf("%s: next turn %llu prompt tokens, %llu cached (prefilled %.3f)\n", what,
+                static_cast<unsigned long long>(prompt), static_cast<unsigned long long>(cached), prefilled_share());
+  }
 };
 
 class UpKvStateTest : public ::testing::Test {
@@ -135,9 +140,7 @@ TEST_F(UpKvStateTest, AfterTheEngineOrKvgateIsKilledTheNextTurnIsRestored) {
   json messages = grown(12000);
   kill_engine_and_wait(true);
   const Turn after_engine = turn(messages);
-  std::printf("engine SIGKILLed: next turn %llu prompt tokens, %llu cached (prefilled %.3f)\n",
-              static_cast<unsigned long long>(after_engine.prompt), static_cast<unsigned long long>(after_engine.cached),
-              after_engine.prefilled_share());
+  after_engine.print("engine SIGKILLed");
   EXPECT_GE(after_engine.prompt, 12000u);
   EXPECT_LT(after_engine.prefilled_share(), 0.05);
   ASSERT_FALSE(up_->events("kv_restore").empty()) << up_->output().substr(0, 4000);
@@ -147,9 +150,7 @@ TEST_F(UpKvStateTest, AfterTheEngineOrKvgateIsKilledTheNextTurnIsRestored) {
   up_.reset();
   start({});
   const Turn after_kvgate = turn(messages);
-  std::printf("kvgate SIGKILLed and started again: next turn %llu prompt tokens, %llu cached (prefilled %.3f)\n",
-              static_cast<unsigned long long>(after_kvgate.prompt), static_cast<unsigned long long>(after_kvgate.cached),
-              after_kvgate.prefilled_share());
+  after_kvgate.print("kvgate SIGKILLed and started again");
   EXPECT_LT(after_kvgate.prefilled_share(), 0.05);
 }
 
@@ -159,9 +160,7 @@ TEST_F(UpKvStateTest, WithoutSavedStateTheNextTurnIsPrefilledAgain) {
   json messages = grown(12000);
   kill_engine_and_wait(false);
   const Turn after_engine = turn(messages);
-  std::printf("--kv-disk 0, engine SIGKILLed: next turn %llu prompt tokens, %llu cached (prefilled %.3f)\n",
-              static_cast<unsigned long long>(after_engine.prompt), static_cast<unsigned long long>(after_engine.cached),
-              after_engine.prefilled_share());
+  after_engine.print("--kv-disk 0, engine SIGKILLed");
   EXPECT_GT(after_engine.prefilled_share(), 0.95);
 }
 

@@ -283,24 +283,19 @@ bool KvKeeper::save(int slot, Held& held, const char* why) {
   return true;
 }
 
-void KvKeeper::save_all(uint64_t generation) {
+void KvKeeper::save_unsaved(uint64_t generation, const char* why, bool forget) {
   if (!files_) return;
   for (size_t i = 0; i < held_.size(); ++i) {
     std::lock_guard lock(*slot_mu_[i]);
     Held& h = held_[i];
-    if (!h.session.empty() && !h.saved && h.generation == generation) save(static_cast<int>(i), h, "shutdown");
+    if (!h.session.empty() && !h.saved && h.generation == generation) save(static_cast<int>(i), h, why);
+    if (forget) h = Held{};
   }
 }
 
-void KvKeeper::before_foreign_use(uint64_t generation) {
-  if (!files_) return;
-  for (size_t i = 0; i < held_.size(); ++i) {
-    std::lock_guard lock(*slot_mu_[i]);
-    Held& h = held_[i];
-    if (!h.session.empty() && !h.saved && h.generation == generation) save(static_cast<int>(i), h, "foreign_use");
-    h = Held{};
-  }
-}
+void KvKeeper::save_all(uint64_t generation) { save_unsaved(generation, "shutdown", false); }
+
+void KvKeeper::before_foreign_use(uint64_t generation) { save_unsaved(generation, "foreign_use", true); }
 
 json KvKeeper::session_info(const std::string& session) {
   if (!files_) return nullptr;

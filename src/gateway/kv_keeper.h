@@ -112,6 +112,8 @@ class KvKeeper {
   };
   // Saves what `slot` holds (the engine's state) for `held.session`; false on failure.
   bool save(int slot, Held& held, const char* why);
+  // Saves every slot's unsaved state of `generation`; `forget`: then takes each as holding nothing.
+  void save_unsaved(uint64_t generation, const char* why, bool forget);
   bool should_save(uint64_t tokens, uint64_t growth, double prefill_ms_per_token) const;
   // exact_prefix: makes `slot` hold the rendering of view + reply up to the next message's
   // content; false when the engine could not.
