@@ -2,6 +2,12 @@
 # Builds the pinned llama-server (CPU only) into a cache outside the checkout and
 # reuses it when present. Prints the engine directory on stdout as its last line.
 #
+# The build runs through `kvgate engine build` (docs/OPERATIONS.md, "Building the engine for
+# your device"), so the pinned engine and a user's own build share one recipe. It needs the
+# kvgate binary: KVGATE_BIN=/path/to/kvgate scripts/engine.sh (default: build/src/cli/kvgate
+# of this checkout, then kvgate on PATH). A cached engine needs no kvgate.
+# KVGATE_BUILD_JOBS=N sets -j (default: kvgate's choice from free memory and cores).
+#
 # Pin: the llama.cpp release shipped by the npm package node-llama-cpp@3.21.1 as
 # llama/gitRelease.bundle (tag v0.4.0, commit 80fb11a).
 #
@@ -9,12 +15,12 @@
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/kvgate/engine/llama.cpp-<commit>-<arch>/
 #     bin/llama-server        the engine
 #     models/ggml-vocab-*.gguf tokenizer-only models used by `kvgate synth --vocab`
+#     BUILD.json, logs/       kvgate engine build's record and its configure/build logs
 #     ENGINE_OK               written last ("recipe N"): the build is complete and current
 set -euo pipefail
 
 readonly NPM_PACKAGE="node-llama-cpp@3.21.1"
 readonly COMMIT_SHORT="80fb11a"
-readonly JOBS="${KVGATE_BUILD_JOBS:-$(nproc)}"
 # Bump when the build recipe changes; a cached build with another recipe is rebuilt.
 readonly RECIPE="2"
 
@@ -32,6 +38,15 @@ fi
 for tool in npm git cmake c++ tar; do
   command -v "$tool" >/dev/null || { log "missing '$tool': run scripts/setup.sh (installs Debian packages) first"; exit 1; }
 done
+kvgate="${KVGATE_BIN:-}"
+if [[ -z "$kvgate" ]]; then
+  checkout_kvgate="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/src/cli/kvgate"
+  if [[ -x "$checkout_kvgate" ]]; then kvgate="$checkout_kvgate"; else kvgate="$(command -v kvgate || true)"; fi
+fi
+if [[ -z "$kvgate" || ! -x "$kvgate" ]]; then
+  log "kvgate not found${KVGATE_BIN:+ at '$KVGATE_BIN'}: build it first (cmake --preset default && cmake --build build --target kvgate), then KVGATE_BIN=build/src/cli/kvgate $0"
+  exit 1
+fi
 
 work="$cache_root/build/llama.cpp-$COMMIT_SHORT"
 rm -rf "$work" "$engine_dir"
@@ -49,29 +64,20 @@ if [[ "$head" != "$COMMIT_SHORT"* ]]; then
   exit 1
 fi
 
-# CPU flags. On x86-64 the build targets AVX2/FMA/F16C (x86-64-v3) instead of -march=native:
+# The pinned engine is the CPU build (--cuda off). kvgate engine build chooses the rest: on
+# x86-64 AVX2/FMA/F16C/BMI2 (x86-64-v3) with GGML_NATIVE=OFF instead of -march=native, since
 # native builds on CPUs with AMX enable ggml's AMX matmul path, which crashes this release
-# (SIGSEGV in ggml_backend_amx_mul_mat) on q8_0 weights, and a fixed target keeps the
-# cached binary valid on any AVX2 machine. Elsewhere (ARM) the native flags are used.
-cpu_flags=()
-if [[ "$(uname -m)" == x86_64 ]]; then
-  cpu_flags=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
-fi
+# (SIGSEGV in ggml_backend_amx_mul_mat) on q8_0 weights, and a fixed target keeps the cached
+# binary valid on any AVX2 machine; elsewhere (ARM) the native flags. Release, static, the
+# server only (no tests, examples, web UI, HTTPS). It copies bin/llama-server into
+# $engine_dir and writes BUILD.json and logs/ there.
+jobs_arg=()
+if [[ -n "${KVGATE_BUILD_JOBS:-}" ]]; then jobs_arg=(--jobs "$KVGATE_BUILD_JOBS"); fi
+log 'building llama-server (CPU, Release) using kvgate engine build; the first build takes 10-25 minutes'
+"$kvgate" engine build "$work/src" --out "$engine_dir" --build-dir "$work/build" --cuda off "${jobs_arg[@]}" >&2 \
+  || { log "kvgate engine build failed (logs: $engine_dir/logs/)"; exit 1; }
 
-log "building llama-server (CPU, Release) with $JOBS jobs; the first build takes 10-25 minutes"
-cmake -S "$work/src" -B "$work/build" -G Ninja "${cpu_flags[@]}" \
-  -DCMAKE_BUILD_TYPE=Release \
-  -DBUILD_SHARED_LIBS=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON \
-  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
-  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
-  -DLLAMA_OPENSSL=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
-  >"$work/configure.log" 2>&1 || { tail -30 "$work/configure.log" >&2; exit 1; }
-cmake --build "$work/build" --target llama-server -j "$JOBS" >"$work/build.log" 2>&1 \
-  || { tail -40 "$work/build.log" >&2; exit 1; }
-
-mkdir -p "$engine_dir/bin" "$engine_dir/models"
-cp "$work/build/bin/llama-server" "$engine_dir/bin/llama-server"
+mkdir -p "$engine_dir/models"
 cp "$work/src/models/"ggml-vocab-*.gguf "$engine_dir/models/"
 git -C "$work/src" rev-parse HEAD >"$engine_dir/COMMIT"
 "$engine_dir/bin/llama-server" --version >"$engine_dir/VERSION" 2>&1 || true

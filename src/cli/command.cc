@@ -11,6 +11,7 @@ std::span<const Command> commands() {
       {"bench", "prefill curve, trace replay, gateway overhead", run_bench},
       {"synth", "write GGUF models with random weights for tests and demos", run_synth},
       {"unit", "service files (systemd, supervisor)", run_unit},
+      {"engine", "build llama-server (mainline or ik_llama.cpp) for this device", run_engine},
   };
   return kCommands;
 }

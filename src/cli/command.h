@@ -30,5 +30,6 @@ int run_synth(int argc, char** argv);
 int run_up(int argc, char** argv);
 int run_unit(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_engine(int argc, char** argv);
 
 }  // namespace kvgate::cli

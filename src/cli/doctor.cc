@@ -1,6 +1,13 @@
-// kvgate doctor --log FILE [--model MODEL.gguf] [plan options] [--json]
+// kvgate doctor [--log FILE [--model MODEL.gguf] [plan options]] [--device-root DIR]
+//               [--nvidia-smi-output FILE] [--json]
 //
-// Reads a llama-server startup log (mainline at -lv 4, or ik_llama.cpp), states what the
+// First the device report (device/facts.h): the board or GPU, power mode, clocks,
+// temperatures and memory, each ok or warn, and the memory budget they imply; warnings never
+// fail the command. Without --log that is all (exit 0). --device-root reads a copied tree
+// (tests/fixtures/device/) instead of `/`, and --nvidia-smi-output takes the query's text from
+// a file instead of running nvidia-smi.
+//
+// With --log it then reads a llama-server startup log (mainline at -lv 4, or ik_llama.cpp), states what the
 // server really allocated and, given the plan options (and the model, for sizes), compares
 // it with the plan: every difference is a named finding (engine/verify.h). With --model,
 // server settings that are not given are taken from the log itself, so the sizes the engine
@@ -19,6 +26,7 @@
 #include "cli/command.h"
 #include "cli/plan_options.h"
 #include "cli/plan_report.h"
+#include "device/facts.h"
 #include "engine/verify.h"
 
 namespace kvgate::cli {
@@ -211,19 +219,107 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+json device_json(const device::Facts& f) {
+  json j;
+  j["summary"] = f.summary();
+  j["arch"] = f.arch;
+  j["mem_total"] = f.mem_total;
+  j["mem_available"] = f.mem_available;
+  j["unified_memory"] = f.unified_memory;
+  j["cuda_arch"] = f.cuda_arch();
+  j["default_budget"] = opt(f.default_budget());
+  if (f.jetson) {
+    const device::Jetson& t = *f.jetson;
+    j["jetson"] = {{"model", t.model},
+                   {"soc", t.soc},
+                   {"compatible", t.compatible},
+                   {"l4t", t.l4t_version},
+                   {"jetpack", t.jetpack},
+                   {"power_mode", opt(t.power_mode)},
+                   {"power_mode_id", opt(t.power_mode_id)},
+                   {"max_power_mode", opt(t.max_power_mode)},
+                   {"clocks_locked", opt(t.clocks_locked)},
+                   {"cpus_online", t.cpus_online},
+                   {"cpu_hz", t.cpu_freq_cur},
+                   {"cpu_max_hz", t.cpu_freq_max},
+                   {"emc_hz", t.emc_freq_cur},
+                   {"emc_max_hz", t.emc_freq_max},
+                   {"temp_max_c", t.temp_max_c},
+                   {"temp_max_zone", t.temp_max_zone},
+                   {"temp_throttle_c", t.temp_throttle_c}};
+  } else {
+    j["jetson"] = nullptr;
+  }
+  json gpus = json::array();
+  for (const auto& g : f.gpus) {
+    gpus.push_back({{"name", g.name},
+                    {"compute_capability", g.compute_capability},
+                    {"memory_total", g.memory_total},
+                    {"memory_free", g.memory_free},
+                    {"freq_hz", g.freq_cur},
+                    {"freq_max_hz", g.freq_max}});
+  }
+  j["gpus"] = gpus;
+  json checks = json::array();
+  for (const auto& c : f.checks) {
+    checks.push_back({{"name", c.name}, {"level", device::level_name(c.level)}, {"detail", c.detail}});
+  }
+  j["checks"] = checks;
+  j["notes"] = f.notes;
+  return j;
+}
+
+// The device facts: the local machine, or the tree and nvidia-smi text given.
+Result<device::Facts> device_facts(const std::string& root, const std::string& smi_path) {
+  if (root.empty() && smi_path.empty()) return device::read_local_facts();
+  std::optional<std::string> smi;
+  if (!smi_path.empty()) {
+    KV_ASSIGN_OR_RETURN(smi, read_file(smi_path));
+  }
+  return device::read_facts(root.empty() ? "/" : root, smi);
+}
+
 }  // namespace
 
 int run_doctor(int argc, char** argv) {
-  CLI::App app{"Read a llama-server startup log (mainline at -lv 4, or ik_llama.cpp), state what was allocated, and "
-               "compare it with the plan (exit 1 on any mismatch).",
+  CLI::App app{"Check the device (Jetson power mode, clocks, temperatures, memory; NVIDIA GPUs; "
+               "CPU-only) and, with --log, read a llama-server startup log (mainline at -lv 4, or "
+               "ik_llama.cpp), state what was allocated, and compare it with the plan (exit 1 on any "
+               "mismatch).",
                "kvgate doctor"};
   std::string log_path;
+  std::string device_root;
+  std::string smi_path;
   bool as_json = false;
   PlanArgs args;
-  app.add_option("--log", log_path, "the server's startup log (stderr and stdout)")->required();
+  app.add_option("--log", log_path,
+                 "the server's startup log (stderr and stdout); without it only the device is checked");
   add_plan_options(app, args, /*model_positional=*/false);
+  app.add_option("--device-root", device_root, "read sysfs/procfs/etc under DIR instead of / (fixture trees)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--nvidia-smi-output", smi_path,
+                 "nvidia-smi --query-gpu output to use instead of running it");
   app.add_flag("--json", as_json, "facts, plan, findings as JSON (schema: docs/PLANNING.md)");
   if (auto code = parse_args(app, argc, argv)) return *code;
+
+  auto dev = device_facts(device_root, smi_path);
+  if (!dev) {
+    std::fprintf(stderr, "kvgate doctor: %s\n", dev.error().message().c_str());
+    return kExitFailure;
+  }
+  if (log_path.empty()) {
+    if (as_json) {
+      json j;
+      j["kvgate"] = "doctor";
+      j["schema"] = 1;
+      j["device"] = device_json(*dev);
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::fputs(device::format_report(*dev).c_str(), stdout);
+    }
+    return kExitOk;
+  }
+  if (!as_json) std::printf("%s\n", device::format_report(*dev).c_str());
 
   auto text = read_file(log_path);
   if (!text) {
@@ -293,6 +389,7 @@ int run_doctor(int argc, char** argv) {
     j["findings"] = findings;
     j["verified"] = result.verified;
     j["ok"] = !result.has_errors();
+    j["device"] = device_json(*dev);
     std::printf("%s\n", j.dump(2).c_str());
     return result.has_errors() ? kExitFailure : kExitOk;
   }

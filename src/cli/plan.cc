@@ -7,7 +7,9 @@
 // of the plan (plan::launch_args), with only flags it accepts.
 // The memory bill of serving MODEL with those settings: weights by device, every KV cache,
 // recurrent state, compute and output buffers, host prompt cache, checkpoints, reserve;
-// against --memory, a verdict. --fit finds the largest context (and with --ctk auto the most
+// against --memory, a verdict. --weights RECIPE plans the weights at another quant (any GGUF
+// of the model, metadata-only included); --unified-memory sizes the host caches from the
+// budget. --fit finds the largest context (and with --ctk auto the most
 // precise KV type) that fits. Prints the server command line for the plan. Exit codes: 0
 // (fits, or no budget given), 1 (does not fit, or the engine would refuse the settings),
 // 2 (usage).
@@ -70,7 +72,7 @@ int run_plan(int argc, char** argv) {
     std::fprintf(stderr, "kvgate plan: --ctk auto chooses a type only with --fit\n");
     return kExitUsage;
   }
-  auto model = load_model(args.model);
+  auto model = load_model(args.model, resolved->describe);
   if (!model) return fail(model.error().message());
 
   plan::ServerSettings settings = resolved->settings;
@@ -94,6 +96,8 @@ int run_plan(int argc, char** argv) {
     if (!p) return fail(p.error().message());
     memory = std::move(*p);
   }
+  // What the unified-memory rule chose is passed to the server explicitly.
+  settings = plan::with_sized_defaults(settings, memory);
 
   std::optional<uint64_t> kv_disk_bytes;
   if (!kv_disk.empty()) {

@@ -154,3 +154,44 @@ TEST(PlanCliServerE2eTest, ProbedBuildDecidesForkOffloadAndSpelling) {
 
 }  // namespace
 }  // namespace kvgate::cli
+
+namespace kvgate::cli {
+namespace {
+
+// --weights Q8_0 on an f16 file plans the weights buffer the engine allocates for the q8_0
+// file of the same shape (synth writes q8_0 matrices with 1-D tensors and convolution
+// kernels F32, as llama-quantize leaves them).
+class PlanWeightsE2eTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PlanWeightsE2eTest, Q8_0RecipeIsTheEnginesWeightsBuffer) {
+  gguf::SynthSpec f16 = *gguf::synth_defaults(GetParam());
+  gguf::SynthSpec q8 = f16;
+  q8.weight_type = gguf::GgmlType::Q8_0;
+  auto f16_model = engine::e2e::TempModel::synthesize(f16, "weights_f16_" + GetParam());
+  auto q8_model = engine::e2e::TempModel::synthesize(q8, "weights_q8_" + GetParam());
+  ASSERT_TRUE(f16_model.ok() && q8_model.ok());
+  Ran planned = kvgate({"plan", f16_model->path().string(), "--weights", "Q8_0", "--no-gpu", "--json"});
+  ASSERT_EQ(planned.code, 0) << planned.output;
+  const json j = json::parse(planned.output);
+  ASSERT_EQ(j["components"][0]["name"], "weights");
+  const uint64_t weights = j["components"][0]["host_bytes"];
+  Ran own = kvgate({"plan", q8_model->path().string(), "--no-gpu", "--json"});
+  ASSERT_EQ(own.code, 0) << own.output;
+  EXPECT_EQ(json::parse(own.output)["components"][0]["host_bytes"], weights) << "the q8_0 file's own tensor bytes";
+
+  const auto run = engine::e2e::run_engine(q8_model->path(), {"-c", "1024", "-np", "1"});
+  ASSERT_TRUE(run.ready) << run.error;
+  std::string text;
+  for (const auto& l : run.lines) text += l + "\n";
+  const engine::StartupFacts f = engine::parse_startup_log(text);
+  double cpu = 0;
+  for (const auto& b : f.model_buffers) cpu += b.mib;
+  ASSERT_GT(cpu, 0) << text;
+  EXPECT_EQ(two(cpu), two(static_cast<double>(static_cast<float>(weights) / (1024.0F * 1024.0F))));
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, PlanWeightsE2eTest, ::testing::Values("qwen3", "qwen35", "gemma3"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace kvgate::cli

@@ -114,6 +114,76 @@ TEST_F(PlanCliTest, VerdictAndFit) {
   EXPECT_EQ(j["context"]["n_ctx"], 262144);
 }
 
+// --weights re-types the metadata-only Qwen3.5-27B shape for a recipe; figures by hand:
+// token_embd q3_K 248320 × 20 blocks × 110 = 546,304,000 bytes (on the host with -ngl all),
+// output q6_K 248320 × 20 × 210 = 1,042,944,000.
+TEST_F(PlanCliTest, WeightsRecipe) {
+  Ran r = kvgate({"plan", model("qwen35-27b"), "--weights", "q3_k_m", "--ctx", "256k", "--ctk", "q4_0", "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  json j = parse(r);
+  EXPECT_EQ(j["model"]["weights"]["recipe"], "Q3_K_M");
+  EXPECT_EQ(j["model"]["weights"]["imatrix"], true);
+  EXPECT_EQ(j["model"]["weights"]["fallbacks"], 0);
+  EXPECT_EQ(j["components"][0]["name"], "weights");
+  EXPECT_EQ(j["components"][0]["host_bytes"], 546304000u);
+  uint64_t q6 = 0;
+  for (const auto& t : j["model"]["weights"]["by_type"]) {
+    if (t["type"] == "q6_K") q6 = t["bytes"];
+  }
+  EXPECT_EQ(q6, 1042944000u) << "only the output matrix is q6_K";
+  EXPECT_EQ(j["kv"]["mib"], 4608.0) << "the KV does not depend on the weights";
+  // The file's own types (f16) without --weights.
+  Ran own = kvgate({"plan", model("qwen35-27b"), "--json"});
+  ASSERT_EQ(own.code, 0) << own.output;
+  EXPECT_TRUE(parse(own)["model"]["weights"]["recipe"].is_null());
+  Ran text = kvgate({"plan", model("qwen35-27b"), "--weights", "IQ2_M"});
+  ASSERT_EQ(text.code, 0) << text.output;
+  EXPECT_NE(text.output.find("at IQ2_M with an importance matrix"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("figures are for that recipe"), std::string::npos) << text.output;
+  Ran bad = kvgate({"plan", model("qwen35-27b"), "--weights", "Q3_K_XL"});
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("IQ2_M"), std::string::npos) << "lists the recipes: " << bad.output;
+  EXPECT_EQ(kvgate({"plan", model("qwen35-27b"), "--no-imatrix"}).code, 2) << "--no-imatrix needs --weights";
+}
+
+// --unified-memory: the host caches left unset are sized from the budget and passed to the
+// server; explicit flags win; without the option the engine defaults stay.
+TEST_F(PlanCliTest, UnifiedMemoryDefaults) {
+  const std::vector<std::string> base = {"plan", model("qwen35-27b"), "--weights", "Q3_K_M", "--ctx", "256k",
+                                         "--ctk", "q4_0", "--fork", "ik", "--memory", "32GB", "--reserve", "3GiB"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return kvgate(a);
+  };
+  Ran today = with({"--json"});
+  EXPECT_EQ(today.code, 1) << "8 GiB prompt cache + 32 checkpoints do not fit next to the model";
+  json t = parse(today);
+  EXPECT_TRUE(t["host_cache_sizing"].is_null());
+  EXPECT_EQ(t["unified_memory"], false);
+  Ran sized = with({"--unified-memory", "--json"});
+  ASSERT_EQ(sized.code, 0) << sized.output;
+  json j = parse(sized);
+  EXPECT_EQ(j["unified_memory"], true);
+  ASSERT_FALSE(j["host_cache_sizing"].is_null());
+  const uint32_t checkpoints = j["host_cache_sizing"]["ctx_checkpoints"];
+  EXPECT_GE(checkpoints, 1u);
+  EXPECT_LE(checkpoints, 8u);
+  EXPECT_EQ(j["settings"]["ctx_checkpoints"], checkpoints);
+  const std::string line = j["command_line"];
+  EXPECT_NE(line.find(fmt::format("-ctx-ckpt {}", checkpoints)), std::string::npos) << line;
+  EXPECT_NE(line.find("-cram "), std::string::npos) << line;
+  EXPECT_TRUE(j["budget"]["fits"]);
+  Ran explicit_flags = with({"--unified-memory", "--cache-ram", "1024", "--ctx-checkpoints", "2", "--json"});
+  json e = parse(explicit_flags);
+  EXPECT_TRUE(e["host_cache_sizing"].is_null());
+  EXPECT_EQ(e["settings"]["cache_ram_mib"], 1024);
+  EXPECT_EQ(e["settings"]["ctx_checkpoints"], 2);
+  Ran fit = with({"--unified-memory", "--fit"});
+  EXPECT_EQ(fit.code, 0) << fit.output;
+  EXPECT_NE(fit.output.find("order on unified memory: context first"), std::string::npos) << fit.output;
+}
+
 TEST_F(PlanCliTest, UsageErrors) {
   EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctk", "q6_0"}).code, 2) << "q6_0 is ik-only";
   EXPECT_EQ(kvgate({"plan", model("qwen3-48l"), "--ctk", "q6_0", "--fork", "ik"}).code, 0);
@@ -160,7 +230,7 @@ TEST_F(PlanCliTest, DoctorOnFixtures) {
   EXPECT_EQ(junk.code, 1);
   EXPECT_NE(junk.output.find("not a llama-server startup log"), std::string::npos) << junk.output;
   EXPECT_EQ(kvgate({"doctor", "--log", "/nonexistent.log"}).code, 1);
-  EXPECT_EQ(kvgate({"doctor"}).code, 2) << "--log is required";
+  EXPECT_EQ(kvgate({"doctor", "--no-such-flag"}).code, 2) << "an unknown option is a usage error";
   // With a model and no settings, the settings come from the log and the sizes are checked.
   const auto tiny = std::filesystem::temp_directory_path() / fmt::format("kvgate_cli_tiny_qwen35_{}.gguf", ::getpid());
   gguf::SynthSpec spec = *gguf::synth_defaults("qwen35");

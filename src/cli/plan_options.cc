@@ -66,6 +66,13 @@ void add_plan_options(CLI::App& app, PlanArgs& a, bool model_positional) {
   app.add_option("--reserve", a.reserve, "kept free for the OS and driver")->capture_default_str();
   app.add_option("--fork", a.fork, "mainline or ik")->capture_default_str();
   app.add_option("--server", a.server, "llama-server binary (named in the printed command line)");
+  app.add_option("--weights", a.weights,
+                 "plan the weights at this llama-quantize recipe (Q4_K_M, Q3_K_M, IQ2_M, Q8_0, …) from any GGUF of "
+                 "the model, metadata-only included");
+  app.add_flag("--no-imatrix", a.no_imatrix, "with --weights: quantized without an importance matrix");
+  app.add_flag("--unified-memory", a.unified_memory,
+               "--memory is one pool for GPU and host (Jetson, DGX Spark): size the host prompt cache and "
+               "checkpoints from what is left");
 }
 
 Result<ResolvedPlanArgs> resolve_plan_args(const PlanArgs& a, const CLI::App& app) {
@@ -128,13 +135,26 @@ Result<ResolvedPlanArgs> resolve_plan_args(const PlanArgs& a, const CLI::App& ap
   auto reserve = util::parse_bytes(a.reserve);
   if (!reserve) return std::move(reserve).error().with_context("--reserve");
   r.options.reserve_bytes = *reserve;
+  r.options.unified_memory = a.unified_memory;
+  if (a.unified_memory && r.budget) r.options.memory_budget = *r.budget;
+  if (!a.weights.empty()) {
+    r.describe.weights = plan::find_quant_recipe(a.weights);
+    if (r.describe.weights == nullptr) {
+      std::string names;
+      for (auto n : plan::quant_recipe_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+      return Error(fmt::format("--weights '{}' is not a llama-quantize recipe ({})", a.weights, names));
+    }
+  } else if (a.no_imatrix) {
+    return Error("--no-imatrix describes a --weights recipe");
+  }
+  r.describe.recipe.imatrix = !a.no_imatrix;
   return r;
 }
 
-Result<plan::ModelDescriptor> load_model(const std::string& path) {
+Result<plan::ModelDescriptor> load_model(const std::string& path, const plan::DescribeOptions& describe) {
   auto file = gguf::File::open(path);
   if (!file) return std::move(file).error().with_context(path);
-  auto desc = plan::describe_model(*file);
+  auto desc = plan::describe_model(*file, describe);
   if (!desc) return std::move(desc).error().with_context(path);
   return desc;
 }

@@ -7,6 +7,8 @@
 //   --flash-attn on|off|auto (auto)  --ngl N|all (all) --no-gpu (CPU-only build)
 //   --swa-full  --cache-ram SIZE (8192 MiB; 0 = off)   --ctx-checkpoints N (32)  --mla 0..3 (ik)
 //   --memory SIZE (budget)  --reserve SIZE (1 GiB)     --fork mainline|ik  --server BIN
+//   --weights RECIPE (plan the weights at Q3_K_M, IQ2_M, …: plan/quant_recipe.h)  --no-imatrix
+//   --unified-memory (the budget is one GPU+host pool: host caches sized from it)
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,9 @@ struct PlanArgs {
   std::string reserve = "1GiB";
   std::string fork = "mainline";
   std::string server;         // a llama-server binary (named in the printed command line)
+  std::string weights;        // a quantization recipe; empty: the file's own tensor types
+  bool no_imatrix = false;    // the recipe is quantized without an importance matrix
+  bool unified_memory = false;
 };
 
 // Registers the options on `app`. With `model_positional` the model is the first positional
@@ -55,12 +60,13 @@ struct ResolvedPlanArgs {
   std::optional<uint64_t> budget;  // bytes
   bool ctk_auto = false;
   bool ctx_given = false;          // --ctx was set explicitly
+  plan::DescribeOptions describe;  // --weights
 };
 
 // Checks and converts the options; errors name the option.
 Result<ResolvedPlanArgs> resolve_plan_args(const PlanArgs& args, const CLI::App& app);
 
-// Opens the model (header only) and describes it.
-Result<plan::ModelDescriptor> load_model(const std::string& path);
+// Opens the model (header only) and describes it (with --weights: at that recipe).
+Result<plan::ModelDescriptor> load_model(const std::string& path, const plan::DescribeOptions& describe = {});
 
 }  // namespace kvgate::cli

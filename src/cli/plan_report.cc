@@ -79,6 +79,44 @@ json cache_json(const plan::CacheBill& c) {
           {"mib", engine_mib(c.bytes())}};
 }
 
+// How accurate recipe figures are (docs/PLANNING.md, "Weights at any quant").
+constexpr const char* kRecipeAccuracy =
+    "the types llama-quantize (llama.cpp 80fb11a) gives each tensor, with the file's shapes: within 0.3% of stock "
+    "llama-quantize uploads; uploads that choose their own tensor types differ (bartowski +2-8%, unsloth UD more)";
+
+json weights_json(const plan::ModelDescriptor& m) {
+  json types = json::array();
+  for (const auto& t : m.weight_types) types.push_back({{"type", t.type}, {"tensors", t.tensors}, {"bytes", t.bytes}});
+  const bool recipe = !m.weights_recipe.empty();
+  return {{"recipe", recipe ? json(m.weights_recipe) : json(nullptr)},
+          {"imatrix", recipe ? json(m.weights_imatrix) : json(nullptr)},
+          {"bytes", m.tensor_bytes},
+          {"by_type", types},
+          {"fallbacks", m.weights_fallbacks},
+          {"accuracy", recipe ? json(kRecipeAccuracy) : json("the file's own tensor sizes (exact)")}};
+}
+
+std::string gib_text(uint64_t bytes) { return fmt::format("{:.2f}", static_cast<double>(bytes) / (1ULL << 30)); }
+
+std::string weights_line(const plan::ModelDescriptor& m) {
+  std::string types;
+  size_t shown = 0;
+  for (const auto& t : m.weight_types) {
+    if (shown++ == 5) {
+      types += ", …";
+      break;
+    }
+    types += fmt::format("{}{} {}", types.empty() ? "" : ", ", t.type, gib_text(t.bytes));
+  }
+  if (m.weights_recipe.empty()) {
+    return fmt::format("weights   {} GiB as the file has them ({} GiB)", gib_text(m.tensor_bytes), types);
+  }
+  return fmt::format("weights   {} GiB at {}{} ({} GiB{}); figures are for that recipe: {}", gib_text(m.tensor_bytes),
+                     m.weights_recipe, m.weights_imatrix ? " with an importance matrix" : " without an importance matrix",
+                     types, m.weights_fallbacks ? fmt::format("; {} row-length fallbacks", m.weights_fallbacks) : "",
+                     kRecipeAccuracy);
+}
+
 json model_json(const std::string& path, const plan::ModelDescriptor& m) {
   uint32_t none = 0;
   for (const auto& l : m.layers) none += !l.kv && !l.recurrent ? 1 : 0;
@@ -100,6 +138,7 @@ json model_json(const std::string& path, const plan::ModelDescriptor& m) {
             {"indexer", m.count_indexer_layers()},
             {"without_state", none}}},
           {"tensor_bytes", m.tensor_bytes},
+          {"weights", weights_json(m)},
           {"metadata_only", m.metadata_only}};
 }
 
@@ -196,6 +235,17 @@ json plan_json(const PlanReport& r) {
   }
   j["components"] = comps;
   j["offload"] = {{"offloaded", p.offloaded_layers}, {"of", p.offloadable_layers}};
+  j["unified_memory"] = p.unified_memory;
+  if (p.sized) {
+    j["host_cache_sizing"] = {
+        {"free_bytes", p.sized->free_bytes},
+        {"cache_ram_mib", p.sized->cache_ram_mib ? json(*p.sized->cache_ram_mib) : json(nullptr)},
+        {"ctx_checkpoints", p.sized->ctx_checkpoints ? json(*p.sized->ctx_checkpoints) : json(nullptr)},
+        {"rule", "checkpoints <= 1/4 of free and <= 8 per slot (at least 1); prompt cache <= 1/4 of the rest, "
+                 "<= 8192 MiB, in 256 MiB steps; explicit flags win"}};
+  } else {
+    j["host_cache_sizing"] = nullptr;
+  }
   j["totals"] = {{"device_bytes", p.device_total()}, {"host_bytes", p.host_total()}, {"reserve_bytes", p.reserve},
                  {"total_bytes", p.total()},           {"total_mib", engine_mib(p.total())}};
   if (r.budget) {
@@ -253,6 +303,19 @@ std::string plan_text(const PlanReport& r) {
   line(fmt::format("KV types  K {} / V {}, flash attention {}, ubatch {}, {} of {} layers on the GPU",
                    s.cache_type_k, s.cache_type_v, p.flash_attn ? "on" : "off", p.n_ubatch, p.offloaded_layers,
                    p.offloadable_layers));
+  line(weights_line(m));
+  if (p.unified_memory) {
+    std::string sizing = "no --memory, so the engine's defaults apply";
+    if (p.sized) {
+      sizing = fmt::format("{} MiB left after weights, KV, compute and reserve; host prompt cache {}, checkpoints {}",
+                           mib_text(static_cast<uint64_t>(std::max<int64_t>(0, p.sized->free_bytes))),
+                           p.sized->cache_ram_mib ? fmt::format("{} MiB (sized)", *p.sized->cache_ram_mib)
+                                                  : "as given",
+                           p.sized->ctx_checkpoints ? fmt::format("{} per slot (sized)", *p.sized->ctx_checkpoints)
+                                                    : "as given or not needed");
+    }
+    line(fmt::format("memory    unified: GPU and host share one pool; {}", sizing));
+  }
   line("");
   line(fmt::format("{:<52} {:>12} {:>12}", "MiB", "GPU/device", "host"));
   for (const auto& c : components(p)) {
@@ -275,6 +338,10 @@ std::string plan_text(const PlanReport& r) {
     }
     line(fmt::format("fit       largest context that fits: {} tokens with K {} / V {} (tried {})", r.fit->max_ctx,
                      s.cache_type_k, s.cache_type_v, trials));
+    if (p.unified_memory) {
+      line("          order on unified memory: context first; as it grows the host prompt cache shrinks (to 0), then "
+           "the checkpoints (to 1 per slot); the context is cut only when even that does not fit");
+    }
   }
   line("");
   const auto text = plan::text_capacity(p.n_ctx_slot);

@@ -158,8 +158,9 @@ int run_synth(int argc, char** argv) {
 
   std::optional<gguf::File> vocab_file;
   // Without --vocab-size the tokenizer comes from --vocab or the release's qwen2 vocabulary;
-  // with it (and no --vocab) the file has no tokenizer and only kvgate can read it.
-  if (!vocab.empty() || !vocab_size) {
+  // with it (and no --vocab) the file has no tokenizer and only kvgate can read it. Presets of
+  // real shapes keep their own vocabulary size the same way.
+  if (!vocab.empty() || (!vocab_size && !spec.keep_vocab_size)) {
     std::string path = vocab;
     if (path.empty()) {
       auto found = engine::vocab_file("qwen2");

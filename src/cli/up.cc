@@ -26,6 +26,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/up_options.h"
+#include "device/facts.h"
 #include "engine/instance_lock.h"
 #include "engine/live_doctor.h"
 #include "gateway/gateway.h"
@@ -218,6 +219,16 @@ int run_up(int argc, char** argv) {
         kExitUsage);
   }
 
+  // The device: what it is, and what is wrong with it for serving (warnings do not stop it).
+  // On unified memory (Jetson) the budget is MemAvailable unless --memory is given.
+  const device::Facts dev = device::read_local_facts();
+  say("device: " + dev.summary());
+  for (const auto& c : dev.checks) {
+    if (c.level == device::Level::kWarn) say(fmt::format("warning: {}: {}", c.name, c.detail));
+  }
+  std::optional<uint64_t> budget = cfg.memory_budget;
+  if (!budget && dev.unified_memory) budget = dev.default_budget();
+
   // 1. Model, locks, port.
   auto model = resolve_model(cfg.model);
   if (!model) return fail(model.error().message());
@@ -252,15 +263,22 @@ int run_up(int argc, char** argv) {
   if (!gguf_file) return fail(gguf_file.error().message());
   auto desc = plan::describe_model(*gguf_file);
   if (!desc) return fail(desc.error().message());
-  auto memory = plan::plan_memory(
-      *desc, settings,
-      {.fork = caps.fork, .reserve_bytes = cfg.reserve, .has_accelerator = caps.gpu_offload});
+  // On unified memory the host prompt cache and checkpoints the options leave unset are sized
+  // for the board (plan/unified_defaults.h) and passed to the engine as planned.
+  auto memory = plan::plan_memory(*desc, settings,
+                                  {.fork = caps.fork,
+                                   .reserve_bytes = cfg.reserve,
+                                   .has_accelerator = caps.gpu_offload,
+                                   .unified_memory = dev.unified_memory,
+                                   .memory_budget = dev.unified_memory ? budget.value_or(0) : 0});
   if (!memory) return fail("planning: " + memory.error().message());
-  if (cfg.memory_budget && memory->total() > *cfg.memory_budget) {
-    return fail(
-        fmt::format("the plan needs {}, more than --memory {}: {}. Try kvgate plan {} --fit --memory {}",
-                    util::format_bytes(memory->total()), util::format_bytes(*cfg.memory_budget),
-                    plan_summary(*memory, cfg.memory_budget), model->string(), options.values["memory"]));
+  settings = plan::with_sized_defaults(settings, *memory);
+  if (budget && memory->total() > *budget) {
+    const std::string given = cfg.memory_budget ? options.values["memory"] : util::format_bytes(*budget);
+    const char* what = cfg.memory_budget ? "--memory" : "the memory available (MemAvailable, unified memory)";
+    return fail(fmt::format("the plan needs {}, more than {} {}: {}. Try kvgate plan {} --fit --memory {}",
+                            util::format_bytes(memory->total()), what, util::format_bytes(*budget),
+                            plan_summary(*memory, budget), model->string(), given));
   }
   // Chunk reuse by KV shift lets a compacted prompt keep the retained messages' cache
   // (the summary then follows them, see the gateway below). Attention-only models on builds
@@ -393,7 +411,7 @@ int run_up(int argc, char** argv) {
   const std::string gateway_url = fmt::format("http://{}:{}", cfg.listen.host, server_front.port());
 
   say(fmt::format("engine: {}", caps.describe()));
-  say(fmt::format("plan: {}", plan_summary(*memory, cfg.memory_budget)));
+  say(fmt::format("plan: {}", plan_summary(*memory, budget)));
   say(fmt::format("engine log: {}", (log_dir / "engine.log").string()));
   supervisor.start();
 

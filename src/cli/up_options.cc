@@ -26,7 +26,8 @@ constexpr UpOptionInfo kOptions[] = {
     {"batch", "logical batch (default 2048)"},
     {"ubatch", "physical batch (default 512)", false, "--ub"},
     {"ngl", "layers on the GPU: a number or all (default: all when the build can offload, else 0)"},
-    {"memory", "memory budget, e.g. 32GiB: refuse to start when the plan exceeds it"},
+    {"memory", "memory budget, e.g. 32GiB: refuse to start when the plan exceeds it (default on unified "
+               "memory, e.g. a Jetson: MemAvailable)"},
     {"reserve", "memory kept free for OS and driver within the budget (default 1GiB)"},
     {"flash-attn", "on|off|auto (default auto)", false, "--fa"},
     {"kvu", "one KV pool shared by all slots (mainline -kvu)", true},

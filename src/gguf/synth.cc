@@ -132,6 +132,7 @@ class Planner {
   std::vector<TensorPlan> plan() {
     add("token_embd.weight", {s_.n_embd, n_vocab_}, Init::kWeight);
     add("output_norm.weight", {s_.n_embd}, Init::kOnes);
+    if (!s_.tied_output) add("output.weight", {s_.n_embd, n_vocab_}, Init::kWeight);
     for (uint32_t il = 0; il < s_.n_layer; ++il) {
       if (s_.arch == "llama") llama_layer(il);
       if (s_.arch == "qwen3") qwen3_layer(il);
@@ -333,8 +334,11 @@ const std::vector<SynthPreset>& synth_presets() {
       add("small-qwen3", "a larger dense qwen3 (12 layers, 256 wide) whose prefill slows visibly with context", s);
     }
     {
-      // Qwen3.5-27B layout (reference/kv_estimation.md §1.5): 64 layers, full attention every
-      // 4th, 4 KV heads × 256, gated delta net 16 k-heads / 48 v-heads × 128.
+      // Qwen3.5-27B (and Qwen3.6-27B, same text model), from Qwen/Qwen3.5-27B's config.json:
+      // 64 layers, full attention every 4th (24 heads / 4 KV heads × 256, output gate,
+      // partial rotary 0.25 → 64 dims, rope theta 1e7), gated delta net 16 k-heads / 48
+      // v-heads × 128 with conv kernel 4, FFN 17408, vocabulary 248320, untied output,
+      // 262144 training context. The GGUFs published for it have these 64 blocks (no MTP block).
       SynthSpec s = *synth_defaults("qwen35");
       s.n_layer = 64;
       s.n_embd = 5120;
@@ -342,14 +346,19 @@ const std::vector<SynthPreset>& synth_presets() {
       s.n_head_kv = 4;
       s.head_dim = 256;
       s.rope_dim = 64;
+      s.rope_freq_base = 10000000.0F;
       s.n_ff = 17408;
       s.ctx_train = 262144;
       s.ssm_state = 128;
       s.ssm_groups = 16;
       s.ssm_dt_rank = 48;
+      s.n_vocab = 248320;
+      s.keep_vocab_size = true;
+      s.tied_output = false;
       s.metadata_only = true;
       s.name = "Qwen3.5-27B shape";
-      add("qwen35-27b", "metadata-only Qwen3.5-27B shape (64 layers, 16 with KV) for planning", s);
+      add("qwen35-27b", "metadata-only Qwen3.5/3.6-27B shape (64 layers, 16 with KV; vocabulary 248320) for planning",
+          s);
     }
     {
       SynthSpec s = *synth_defaults("qwen3");

@@ -57,6 +57,12 @@ struct SynthSpec {
   std::optional<std::string> chat_template;
   // Token count used when no vocabulary file is given.
   uint32_t n_vocab = 151936;
+  // Metadata-only shapes of real models: `kvgate synth` writes n_vocab embedding rows and no
+  // tokenizer unless a vocabulary file is named (the release's qwen2 vocabulary would change
+  // the embedding size).
+  bool keep_vocab_size = false;
+  // false: a separate output.weight (n_embd × n_vocab) as in models with untied embeddings.
+  bool tied_output = true;
 };
 
 // Architectures synthesize() supports.

@@ -55,9 +55,13 @@ Search largest_fitting(const ModelDescriptor& m, ServerSettings s, const PlanOpt
 
 uint32_t safe_cap(uint32_t n_ctx_slot) { return n_ctx_slot / 4 * 3 / 256 * 256; }
 
-Result<FitResult> fit(const ModelDescriptor& m, const ServerSettings& base, const PlanOptions& o,
+Result<FitResult> fit(const ModelDescriptor& m, const ServerSettings& base, const PlanOptions& options,
                       const FitRequest& req) {
   if (req.budget == 0) return Error("--fit needs a memory budget (--memory SIZE)");
+  // On unified memory the host caches left unset are sized from what each context leaves,
+  // so the search trades them against context (unified_defaults.h).
+  PlanOptions o = options;
+  if (o.unified_memory && o.memory_budget == 0) o.memory_budget = req.budget;
   const uint32_t slots = std::max<uint32_t>(1, base.parallel);
   const bool streams = o.fork == Fork::kMainline && !base.kv_unified.value_or(false);
   const uint32_t step = 256 * (streams ? slots : 1);

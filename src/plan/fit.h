@@ -6,6 +6,11 @@
 // context (× slots when each slot has its own stream), or up to the requested context when
 // one is given. With auto types, candidates go from f16 down to q4_0; the first type that
 // reaches the target wins, otherwise the one that reaches the largest context.
+//
+// On unified memory (PlanOptions::unified_memory) the host prompt cache and the context
+// checkpoints the settings leave unset are sized from what each candidate context leaves
+// (unified_defaults.h), so the order is: context first; as it grows the prompt cache shrinks
+// (to 0) and the checkpoints shrink (to 1 per slot); only then is the context cut.
 #pragma once
 
 #include <cstdint>

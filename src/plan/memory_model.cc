@@ -6,6 +6,7 @@
 
 #include "plan/compute_estimate.h"
 #include "plan/kv_type.h"
+#include "plan/unified_defaults.h"
 #include "util/units.h"
 
 namespace kvgate::plan {
@@ -292,8 +293,56 @@ void plan_weights(const ModelDescriptor& m, const Placement& place, MemoryPlan& 
   p.offloadable_layers = m.n_layer_all + 1;
 }
 
+// One context checkpoint of one slot: a sequence's recurrent rows plus the SWA cells it keeps.
+uint64_t checkpoint_bytes(const ModelDescriptor& m, const MemoryPlan& p) {
+  uint64_t checkpoint = 0;
+  if (p.recurrent) checkpoint += p.recurrent->bytes() / p.recurrent->rows;
+  if (const CacheBill* swa = p.cache(CacheRole::kSwa)) {
+    const uint64_t per_cell = swa->bytes() / (uint64_t{swa->cells} * swa->streams);
+    checkpoint += per_cell * std::min<uint64_t>(swa->cells, uint64_t{m.n_swa} + p.n_ubatch);
+  }
+  return checkpoint;
+}
+
+// The unified-memory rule (unified_defaults.h) for the host caches the settings leave unset.
+void size_for_unified_memory(const ModelDescriptor& m, const ServerSettings& s, const PlanOptions& o,
+                             MemoryPlan& p) {
+  if (!o.unified_memory || o.memory_budget == 0 || (s.cache_ram_mib && s.ctx_checkpoints)) return;
+  UnifiedInputs in;
+  in.free_bytes = static_cast<int64_t>(o.memory_budget) - static_cast<int64_t>(p.total());
+  in.checkpoint_bytes = checkpoint_bytes(m, p);
+  in.slots = p.n_seq_max;
+  in.engine_checkpoints = s.ctx_checkpoints.value_or(32);
+  if (p.fork == Fork::kIk) in.ik_entry_bytes = sequence_state_bytes(p, p.n_ctx_slot);
+  const UnifiedDefaults d = unified_host_defaults(in);
+  HostCacheSizing sized{.free_bytes = in.free_bytes};
+  if (!s.cache_ram_mib) sized.cache_ram_mib = d.cache_ram_mib;
+  if (!s.ctx_checkpoints && d.ctx_checkpoints) sized.ctx_checkpoints = d.ctx_checkpoints;
+  std::string what;
+  if (sized.cache_ram_mib) what = fmt::format("host prompt cache {} MiB", *sized.cache_ram_mib);
+  if (sized.ctx_checkpoints) {
+    what += fmt::format("{}{} context checkpoint(s) per slot", what.empty() ? "" : " and ", *sized.ctx_checkpoints);
+  }
+  if (!what.empty()) {
+    p.notes.push_back(fmt::format(
+        "unified memory: {} sized from the {} MiB the budget leaves after weights, KV, compute and reserve "
+        "(checkpoints ≤ ¼ of it and ≤ 8 per slot, prompt cache ≤ ¼ of the rest and ≤ 8192 MiB; the remainder stays "
+        "free for the rest of the board); --cache-ram / --ctx-checkpoints override",
+        what, in.free_bytes > 0 ? util::format_mib(static_cast<uint64_t>(in.free_bytes)) : "0"));
+  }
+  if (d.ik_cache_off && sized.cache_ram_mib) {
+    p.notes.push_back(fmt::format("unified memory on ik: a full slot state ({} MiB) is larger than the prompt-cache "
+                                  "share, and ik keeps one entry whatever -cram says, so the prompt cache is off",
+                                  util::format_mib(*in.ik_entry_bytes)));
+  }
+  p.sized = sized;
+}
+
 void plan_host_caches(const ModelDescriptor& m, const ServerSettings& s, MemoryPlan& p) {
-  const uint64_t limit = s.cache_ram_mib.value_or(8192) * util::kMiB;
+  const std::optional<uint64_t> cache_ram = p.sized && p.sized->cache_ram_mib ? p.sized->cache_ram_mib : s.cache_ram_mib;
+  const std::optional<uint32_t> ctx_checkpoints =
+      p.sized && p.sized->ctx_checkpoints ? p.sized->ctx_checkpoints : s.ctx_checkpoints;
+  const uint64_t limit = cache_ram.value_or(8192) * util::kMiB;
   p.prompt_cache_host = limit;
   if (limit > 0) {
     const uint64_t one_state = sequence_state_bytes(p, p.n_ctx_slot);
@@ -311,17 +360,12 @@ void plan_host_caches(const ModelDescriptor& m, const ServerSettings& s, MemoryP
   }
   // Context checkpoints: models whose cache cannot be truncated (sliding window on mainline,
   // recurrent state) keep up to --ctx-checkpoints copies of one sequence's partial state per slot.
-  uint64_t checkpoint = 0;
-  if (p.recurrent) checkpoint += p.recurrent->bytes() / p.recurrent->rows;
-  if (const CacheBill* swa = p.cache(CacheRole::kSwa)) {
-    const uint64_t per_cell = swa->bytes() / (uint64_t{swa->cells} * swa->streams);
-    checkpoint += per_cell * std::min<uint64_t>(swa->cells, uint64_t{m.n_swa} + p.n_ubatch);
-  }
+  const uint64_t checkpoint = checkpoint_bytes(m, p);
   if (checkpoint > 0) {
     // At most --ctx-checkpoints per slot, and no closer together than the minimum spacing
     // (mainline --checkpoint-min-step 8192; ik --ctx-checkpoints-interval 512).
     const uint64_t spacing = p.fork == Fork::kIk ? 512 : 8192;
-    const uint64_t count = std::min<uint64_t>(s.ctx_checkpoints.value_or(32), p.n_ctx_slot / spacing + 1);
+    const uint64_t count = std::min<uint64_t>(ctx_checkpoints.value_or(32), p.n_ctx_slot / spacing + 1);
     p.checkpoints_host = checkpoint * count * p.n_seq_max;
     if (count > 0) {
       p.notes.push_back(fmt::format("context checkpoints: up to {} per slot of {} MiB each (a full slot, worst case)",
@@ -390,6 +434,15 @@ uint64_t saved_state_bytes(const MemoryPlan& plan, uint32_t tokens) {
   return sequence_state_bytes(plan, tokens) + 4 * uint64_t{tokens} + cell_records;
 }
 
+ServerSettings with_sized_defaults(const ServerSettings& settings, const MemoryPlan& plan) {
+  ServerSettings s = settings;
+  if (plan.sized) {
+    if (plan.sized->cache_ram_mib && !s.cache_ram_mib) s.cache_ram_mib = plan.sized->cache_ram_mib;
+    if (plan.sized->ctx_checkpoints && !s.ctx_checkpoints) s.ctx_checkpoints = plan.sized->ctx_checkpoints;
+  }
+  return s;
+}
+
 Result<MemoryPlan> plan_memory(const ModelDescriptor& m, const ServerSettings& s, const PlanOptions& o) {
   MemoryPlan p;
   KV_TRY(resolve_context(m, s, o, p));
@@ -403,8 +456,10 @@ Result<MemoryPlan> plan_memory(const ModelDescriptor& m, const ServerSettings& s
   p.compute_device = compute.device;
   p.compute_host = compute.host;
   p.output_host = uint64_t{m.n_vocab} * p.n_seq_max * 4;
-  plan_host_caches(m, s, p);
   p.reserve = o.reserve_bytes;
+  p.unified_memory = o.unified_memory;
+  size_for_unified_memory(m, s, o, p);
+  plan_host_caches(m, s, p);
 
   p.estimate = !m.known_arch;
   p.notes.insert(p.notes.begin(), m.notes.begin(), m.notes.end());

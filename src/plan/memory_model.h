@@ -40,6 +40,18 @@ struct PlanOptions {
   Fork fork = Fork::kMainline;
   uint64_t reserve_bytes = 1024ULL << 20;  // OS, driver, allocator slack (default 1 GiB)
   bool has_accelerator = true;             // -ngl puts layers on a GPU (false: CPU-only build)
+  // The budget is one pool shared by GPU and host (a Jetson; device::Facts::unified_memory).
+  // With memory_budget set, the host prompt cache and checkpoints that the settings leave
+  // unset are sized from what the rest leaves (plan/unified_defaults.h).
+  bool unified_memory = false;
+  uint64_t memory_budget = 0;              // bytes; 0 = unknown (engine defaults)
+};
+
+// How the unified-memory rule sized the host caches (MemoryPlan::sized).
+struct HostCacheSizing {
+  int64_t free_bytes = 0;                   // budget minus everything but the host caches
+  std::optional<uint64_t> cache_ram_mib;    // set when the rule chose --cache-ram
+  std::optional<uint32_t> ctx_checkpoints;  // set when the rule chose --ctx-checkpoints
 };
 
 enum class CacheRole { kMain, kSwa, kIndexer };
@@ -114,6 +126,9 @@ struct MemoryPlan {
   uint64_t checkpoints_host = 0;   // estimate
   uint64_t reserve = 0;
 
+  bool unified_memory = false;
+  std::optional<HostCacheSizing> sized;  // the unified-memory rule applied
+
   bool estimate = false;           // anything beyond compute/cache-ram/checkpoints is estimated
   std::vector<std::string> notes;  // rules applied and assumptions, for the user
 
@@ -128,6 +143,10 @@ struct MemoryPlan {
 
 Result<MemoryPlan> plan_memory(const ModelDescriptor& model, const ServerSettings& settings,
                                const PlanOptions& options);
+
+// The settings with the host-cache values the plan chose for unset options filled in (so the
+// launched server gets exactly what was planned); unchanged when the plan chose nothing.
+ServerSettings with_sized_defaults(const ServerSettings& settings, const MemoryPlan& plan);
 
 // Bytes one checkpoint or host-cache entry of a single sequence would take: the whole state
 // of one sequence at `tokens` tokens (KV rows for those tokens plus its recurrent rows).

@@ -32,22 +32,62 @@ uint32_t vocab_size(const gguf::File& f, const std::string& arch) {
   return 0;
 }
 
-void sum_weights(const gguf::File& f, ModelDescriptor& d) {
-  bool has_output = false;
+// Each tensor's type and bytes: the file's, or the recipe's layout of the same shapes.
+Result<std::vector<TensorOut>> tensor_layout(const gguf::File& f, const ModelDescriptor& d, const DescribeOptions& o) {
+  std::vector<TensorIn> in;
+  in.reserve(f.tensors().size());
   for (const auto& t : f.tensors()) {
-    d.tensor_bytes += t.n_bytes;
+    in.push_back({.name = t.name, .n_dims = t.n_dims, .ne = {t.ne[0], t.ne[1], t.ne[2], t.ne[3]}, .stored = t.type,
+                  .stored_bytes = t.n_bytes});
+  }
+  if (o.weights == nullptr) {
+    std::vector<TensorOut> out;
+    out.reserve(in.size());
+    for (const auto& t : in) out.push_back({t.stored, t.stored_bytes, false});
+    return out;
+  }
+  const LayerDesc* first = d.layers.empty() ? nullptr : &d.layers[0];
+  RecipeModel model{.arch = d.arch,
+                    .n_layer_all = d.n_layer_all,
+                    .n_head = first ? first->n_head : 0,
+                    .n_head_kv = first ? first->n_head_kv : 0,
+                    .n_expert = d.n_expert};
+  return lay_out_weights(*o.weights, model, in, o.recipe);
+}
+
+Status sum_weights(const gguf::File& f, const DescribeOptions& o, ModelDescriptor& d) {
+  KV_ASSIGN_OR_RETURN(std::vector<TensorOut> layout, tensor_layout(f, d, o));
+  bool has_output = false;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const gguf::TensorInfo& t = f.tensors()[i];
+    const uint64_t bytes = layout[i].bytes;
+    if (layout[i].fallback) ++d.weights_fallbacks;
+    const std::string type = gguf::ggml_type_name(layout[i].type);
+    auto total = std::find_if(d.weight_types.begin(), d.weight_types.end(),
+                              [&](const ModelDescriptor::TypeTotal& x) { return x.type == type; });
+    if (total == d.weight_types.end()) total = d.weight_types.insert(d.weight_types.end(), {type, 0, 0});
+    ++total->tensors;
+    total->bytes += bytes;
+    d.tensor_bytes += bytes;
     if (t.name == "token_embd.weight") {
-      d.token_embd_bytes += t.n_bytes;
+      d.token_embd_bytes += bytes;
       continue;
     }
     if (t.name == "output.weight") has_output = true;
     if (auto il = block_index(t.name); il && *il < d.n_layer_all) {
-      d.layers[*il].weight_bytes += t.n_bytes;
+      d.layers[*il].weight_bytes += bytes;
     } else {
-      d.output_bytes += t.n_bytes;
+      d.output_bytes += bytes;
     }
   }
+  std::stable_sort(d.weight_types.begin(), d.weight_types.end(),
+                   [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   d.tied_output = !has_output;
+  if (o.weights != nullptr) {
+    d.weights_recipe = std::string(recipe_name(*o.weights));
+    d.weights_imatrix = o.recipe.imatrix;
+  }
+  return {};
 }
 
 }  // namespace
@@ -70,7 +110,7 @@ uint32_t ModelDescriptor::count_indexer_layers() const {
   return n;
 }
 
-Result<ModelDescriptor> describe_model(const gguf::File& f) {
+Result<ModelDescriptor> describe_model(const gguf::File& f, const DescribeOptions& options) {
   ModelDescriptor d;
   d.arch = std::string(f.architecture());
   if (d.arch.empty()) return Error("general.architecture is missing: not a model GGUF (or a tokenizer-only file)");
@@ -134,7 +174,7 @@ Result<ModelDescriptor> describe_model(const gguf::File& f) {
       l.v_len = v_swa;
     }
   }
-  sum_weights(f, d);
+  KV_TRY(sum_weights(f, options, d));
   return d;
 }
 

@@ -13,6 +13,12 @@
 // full-context KV from the generic keys); `known_arch` is then false and `notes` says so,
 // and every figure derived from the descriptor is an estimate.
 //
+// Weights: by default each tensor counts the bytes the file declares. With a weight recipe
+// (DescribeOptions::weights, plan/quant_recipe.h) every tensor is re-typed as llama.cpp's
+// quantizer would for that recipe, so a model can be planned at a quant other than the file's
+// (or from a metadata-only header); `weights_recipe` then names it and every weight figure is
+// for that recipe.
+//
 // Errors: missing `general.architecture` or `<arch>.block_count`, per-layer arrays whose
 // length differs from block_count (the engine refuses those too).
 #pragma once
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "gguf/file.h"
+#include "plan/quant_recipe.h"
 #include "util/result.h"
 
 namespace kvgate::plan {
@@ -83,6 +90,17 @@ struct ModelDescriptor {
   uint64_t tensor_bytes = 0;      // all tensors
   bool metadata_only = false;
 
+  // Weight bytes by tensor type (largest first), as the file has them or as the recipe lays them out.
+  struct TypeTotal {
+    std::string type;
+    uint32_t tensors = 0;
+    uint64_t bytes = 0;
+  };
+  std::vector<TypeTotal> weight_types;
+  std::string weights_recipe;     // "" = the file's own types, else the recipe ("Q3_K_M")
+  bool weights_imatrix = true;    // the recipe assumed an importance matrix
+  uint32_t weights_fallbacks = 0; // tensors whose row length forced another type
+
   uint32_t count_kv_layers(bool swa) const;
   uint32_t count_recurrent_layers() const;
   uint32_t count_indexer_layers() const;
@@ -90,6 +108,11 @@ struct ModelDescriptor {
   bool has_swa() const { return count_kv_layers(true) > 0; }
 };
 
-Result<ModelDescriptor> describe_model(const gguf::File& file);
+struct DescribeOptions {
+  const QuantRecipe* weights = nullptr;  // re-type every tensor for this recipe
+  RecipeOptions recipe;
+};
+
+Result<ModelDescriptor> describe_model(const gguf::File& file, const DescribeOptions& options = {});
 
 }  // namespace kvgate::plan

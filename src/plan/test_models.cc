@@ -19,11 +19,11 @@ std::filesystem::path temp_path(std::string_view tag) {
          fmt::format("kvgate_plan_{}_{}_{}.gguf", tag, ::getpid(), counter.fetch_add(1));
 }
 
-Result<ModelDescriptor> open_and_describe(const std::filesystem::path& path) {
+Result<ModelDescriptor> open_and_describe(const std::filesystem::path& path, const DescribeOptions& options = {}) {
   auto file = gguf::File::open(path);
   std::filesystem::remove(path);
   if (!file) return std::move(file).error();
-  return describe_model(*file);
+  return describe_model(*file, options);
 }
 
 }  // namespace
@@ -77,12 +77,12 @@ Result<ModelDescriptor> MetaModel::describe() const {
   return open_and_describe(path);
 }
 
-Result<ModelDescriptor> describe_synth(gguf::SynthSpec spec) {
+Result<ModelDescriptor> describe_synth(gguf::SynthSpec spec, const DescribeOptions& options) {
   spec.metadata_only = true;
   const auto path = temp_path(spec.arch);
   auto written = gguf::synthesize(spec, nullptr, path);
   if (!written) return std::move(written).error();
-  return open_and_describe(path);
+  return open_and_describe(path, options);
 }
 
 }  // namespace kvgate::plan::testing

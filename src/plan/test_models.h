@@ -39,7 +39,8 @@ class MetaModel {
   bool tied_ = true;
 };
 
-// synthesize(spec with metadata_only) without a tokenizer, then describe.
-Result<ModelDescriptor> describe_synth(gguf::SynthSpec spec);
+// synthesize(spec with metadata_only) without a tokenizer, then describe (with `options`:
+// at a weight recipe).
+Result<ModelDescriptor> describe_synth(gguf::SynthSpec spec, const DescribeOptions& options = {});
 
 }  // namespace kvgate::plan::testing

@@ -1,0 +1,203 @@
+// `kvgate engine build --dry-run` run as a program against fake source trees of both forks
+// and the recorded device trees (tests/fixtures/device/): the printed commands are what the
+// forks' CMake accepts for Orin, Thor, an x86 PC with an RTX 4070 and a CPU-only PC.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Ran {
+  int code = -1;
+  std::string output;
+};
+
+const fs::path kRoot = fs::temp_directory_path() / ("kvgate_engine_build_cli_" + std::to_string(::getpid()));
+
+Ran kvgate(std::vector<std::string> args) {
+  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Ran r;
+  std::mutex mu;
+  // A cache of its own: no kvgate up of other tests counts as running.
+  auto p = util::Subprocess::spawn({.argv = argv,
+                                    .set_env = {{"XDG_CACHE_HOME", (kRoot / "cache").string()}},
+                                    .on_line = [&](std::string_view line) {
+                                      std::lock_guard lock(mu);
+                                      r.output += std::string(line) + "\n";
+                                    }});
+  EXPECT_TRUE(p.ok());
+  if (!p.ok()) return r;
+  auto st = (*p)->wait_for(std::chrono::seconds(60));
+  (*p)->stop(std::chrono::seconds(1));
+  r.code = st ? st->code : -1;
+  return r;
+}
+
+std::string line_starting(const std::string& output, std::string_view prefix) {
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(prefix)) return line;
+  }
+  return "";
+}
+
+void write(const fs::path& p, std::string_view text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string fixture(std::string_view name) {
+  return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/" + std::string(name);
+}
+
+// The CPUs this test may use: what the command assumes for a device tree without a CPU list.
+unsigned local_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1U;
+}
+
+class EngineBuildCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fs::remove_all(kRoot);
+    write(mainline() / "CMakeLists.txt",
+          "option(LLAMA_BUILD_TESTS \"\" ON)\noption(LLAMA_BUILD_TOOLS \"\" ON)\noption(LLAMA_BUILD_EXAMPLES "
+          "\"\" ON)\n"
+          "option(LLAMA_BUILD_SERVER \"\" ON)\noption(LLAMA_BUILD_APP \"\" ON)\noption(LLAMA_BUILD_UI \"\" "
+          "OFF)\n"
+          "option(LLAMA_USE_PREBUILT_UI \"\" ON)\noption(LLAMA_OPENSSL \"\" ON)\n");
+    write(mainline() / "ggml/CMakeLists.txt",
+          "option(BUILD_SHARED_LIBS \"\" ON)\noption(GGML_NATIVE \"\" ON)\noption(GGML_SSE42 \"\" ON)\n"
+          "option(GGML_AVX \"\" ON)\noption(GGML_AVX2 \"\" ON)\noption(GGML_BMI2 \"\" ON)\noption(GGML_FMA "
+          "\"\" ON)\n"
+          "option(GGML_F16C \"\" ON)\noption(GGML_AMX_INT8 \"\" OFF)\noption(GGML_CUDA \"\" OFF)\n"
+          "option(GGML_CUDA_FA_ALL_QUANTS \"\" OFF)\noption(GGML_VULKAN \"\" OFF)\noption(GGML_METAL \"\" "
+          "OFF)\n");
+    write(mainline() / "include/llama.h", "");
+    write(mainline() / "ggml/src/ggml-cpu/ggml-cpu.c", "");
+    write(mainline() / "tools/server/CMakeLists.txt", "");
+    write(ik() / "CMakeLists.txt",
+          "option(BUILD_SHARED_LIBS \"\" ON)\noption(LLAMA_BUILD_TESTS \"\" ON)\noption(LLAMA_BUILD_EXAMPLES "
+          "\"\" ON)\n"
+          "option(LLAMA_BUILD_SERVER \"\" ON)\noption(LLAMA_CURL \"\" OFF)\n");
+    write(ik() / "ggml/CMakeLists.txt",
+          "option(GGML_NATIVE \"\" ON)\noption(GGML_AVX \"\" ON)\noption(GGML_AVX2 \"\" ON)\noption(GGML_FMA "
+          "\"\" ON)\n"
+          "option(GGML_F16C \"\" ON)\noption(GGML_CUDA \"\" OFF)\noption(GGML_CUDA_FA_ALL_QUANTS \"\" OFF)\n"
+          "option(GGML_IQK_FA_ALL_QUANTS \"\" ON)\noption(GGML_VULKAN \"\" OFF)\noption(GGML_METAL \"\" "
+          "OFF)\n");
+    write(ik() / "include/llama.h", "");
+    write(ik() / "ggml/src/iqk/iqk_mul_mat.cpp", "");
+    write(ik() / "examples/server/CMakeLists.txt", "");
+  }
+  static void TearDownTestSuite() { fs::remove_all(kRoot); }
+
+  static fs::path mainline() { return kRoot / "llama.cpp"; }
+  static fs::path ik() { return kRoot / "ik_llama.cpp"; }
+};
+
+TEST_F(EngineBuildCli, OrinIkWithQuantizedKv) {
+  const auto r = kvgate({"engine", "build", ik().string(), "--dry-run", "--kv-quant", "q4_0", "--nvcc",
+                         "/usr/local/cuda/bin/nvcc", "--device-root", fixture("orin-agx-32g")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string s = ik().string();
+  EXPECT_EQ(
+      line_starting(r.output, "cmake -S"),
+      "cmake -S " + s + " -B " + s +
+          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+          "-DGGML_NATIVE=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=87 "
+          "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=ON -DGGML_METAL=OFF "
+          "-DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON "
+          "-DLLAMA_CURL=OFF")
+      << r.output;
+  // MemAvailable 27.3 GiB - 1 GiB kept: six 4 GiB nvcc jobs on the 8 online cores.
+  EXPECT_EQ(line_starting(r.output, "cmake --build"),
+            "cmake --build " + s + "/build-kvgate --target llama-server -j 6");
+  EXPECT_NE(r.output.find("# fork: ik_llama.cpp"), std::string::npos);
+  EXPECT_NE(r.output.find("# jobs: -j6 (memory limits it)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(s + "/build-kvgate"));  // a dry run runs nothing
+}
+
+TEST_F(EngineBuildCli, ThorMainline) {
+  const auto r = kvgate({"engine", "build", mainline().string(), "--dry-run", "--kv-quant", "q8_0", "--nvcc",
+                         "/usr/local/cuda/bin/nvcc", "--device-root", fixture("thor-agx")});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string s = mainline().string();
+  EXPECT_EQ(
+      line_starting(r.output, "cmake -S"),
+      "cmake -S " + s + " -B " + s +
+          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+          "-DGGML_NATIVE=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=110 "
+          "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_METAL=OFF "
+          "-DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON "
+          "-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "
+          "-DLLAMA_OPENSSL=OFF")
+      << r.output;
+  // 116 GiB available holds 28 nvcc jobs: the 14 cores decide.
+  EXPECT_EQ(line_starting(r.output, "cmake --build"),
+            "cmake --build " + s + "/build-kvgate --target llama-server -j 14");
+}
+
+TEST_F(EngineBuildCli, X86WithRtx4070) {
+  const auto r = kvgate({"engine", "build", mainline().string(), "--dry-run", "--kv-quant", "q8_0,q4_0",
+                         "--nvcc", "/usr/local/cuda/bin/nvcc", "--device-root", fixture("x86-rtx4070"),
+                         "--nvidia-smi-output", fixture("x86-rtx4070") + "/nvidia-smi.csv"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string s = mainline().string();
+  EXPECT_EQ(
+      line_starting(r.output, "cmake -S"),
+      "cmake -S " + s + " -B " + s +
+          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+          "-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+          "-DGGML_BMI2=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=89 "
+          "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=ON -DGGML_METAL=OFF "
+          "-DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON "
+          "-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "
+          "-DLLAMA_OPENSSL=OFF")
+      << r.output;
+  // 55.4 GiB available holds 13 nvcc jobs; the tree lists no CPUs, so this machine's count.
+  const unsigned jobs = std::min(local_cores(), 13U);
+  EXPECT_EQ(line_starting(r.output, "cmake --build"),
+            "cmake --build " + s + "/build-kvgate --target llama-server -j " + std::to_string(jobs));
+}
+
+TEST_F(EngineBuildCli, X86CpuOnlyAndErrors) {
+  const auto r = kvgate({"engine", "build", mainline().string(), "--dry-run", "--device-root",
+                         fixture("x86-cpu"), "--build-dir", "/w/build"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(
+      line_starting(r.output, "cmake -S"),
+      "cmake -S " + mainline().string() +
+          " -B /w/build -G Ninja -DCMAKE_BUILD_TYPE=Release "
+          "-DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON "
+          "-DGGML_FMA=ON "
+          "-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF "
+          "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON "
+          "-DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF");
+  EXPECT_NE(r.output.find("# cpu: x86-64 with GGML_NATIVE=OFF"), std::string::npos);
+
+  const auto on = kvgate({"engine", "build", mainline().string(), "--dry-run", "--cuda", "on",
+                          "--device-root", fixture("x86-cpu")});
+  EXPECT_EQ(on.code, 1) << on.output;
+  EXPECT_NE(on.output.find("no NVIDIA GPU"), std::string::npos);
+  EXPECT_EQ(kvgate({"engine", "build", kRoot.string(), "--dry-run"}).code, 1);  // not a source tree
+  EXPECT_EQ(kvgate({"engine", "build", mainline().string()}).code, 2);          // --out missing
+  EXPECT_EQ(kvgate({"engine", "build", ik().string(), "--dry-run", "--kv-quant", "q9"}).code, 2);
+  EXPECT_EQ(kvgate({"engine"}).code, 2);
+}
+
+}  // namespace
+}  // namespace kvgate::cli
