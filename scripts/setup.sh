@@ -1,22 +1,60 @@
 #!/usr/bin/env bash
-# Sets up everything kvgate needs on a Debian 12 machine and builds it:
-#   1. Debian packages (compilers, CMake, the libraries kvgate links, Node.js for tests),
-#   2. the pinned llama-server engine, built once into ~/.cache/kvgate (scripts/engine.sh),
-#   3. kvgate itself (CMake preset "default" → build/),
+# Sets up everything kvgate needs and builds it:
+#   1. the distribution's packages (compilers, CMake, the libraries kvgate links; for the
+#      test suite also clang's sanitizer runtime, GoogleTest and Node.js),
+#   2. kvgate itself (CMake preset "default" → build/),
+#   3. the pinned llama-server engine, built once into ~/.cache/kvgate through
+#      `kvgate engine build` (scripts/engine.sh),
 #   4. the built-in default model (a small synthesized qwen3-shaped GGUF) in the cache,
-#   5. the npm packages the tests use as independent clients (tests/npm).
+#   5. for the test suite: the npm packages the tests use as independent clients (tests/npm).
+#
+#   scripts/setup.sh           everything the test suite needs (all targets)
+#   scripts/setup.sh --serve   only what serving needs: the `kvgate` binary, no tests
+#
+# Debian 12 is what it is tested on. Ubuntu 22.04 / 24.04 (and JetPack 6 / 7 on Jetson,
+# which are those releases) use the same package names except where noted in
+# ubuntu_packages below.
 # Safe to re-run: every step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-packages=(
-  build-essential g++ clang libclang-rt-14-dev cmake ninja-build pkg-config git ca-certificates
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev sqlite3 libxxhash-dev
-  systemd procps psmisc
+mode=all
+case "${1:-}" in
+  --serve) mode=serve ;;
+  "") ;;
+  *) log "unknown argument '$1' (use --serve or nothing)"; exit 2 ;;
+esac
+
+# The distribution and release, from /etc/os-release; a Jetson says so in /etc/nv_tegra_release.
+os_id=debian os_version=12
+if [[ -r /etc/os-release ]]; then
+  os_id=$(. /etc/os-release && echo "${ID:-debian}")
+  os_version=$(. /etc/os-release && echo "${VERSION_ID:-}")
+fi
+jetson=""
+[[ -r /etc/nv_tegra_release ]] && jetson=$(head -1 /etc/nv_tegra_release | sed 's/^# *//')
+
+serve_packages=(
+  build-essential g++ cmake ninja-build pkg-config git ca-certificates
+  libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev libxxhash-dev
+  procps
 )
+test_packages=(clang libgtest-dev libgmock-dev sqlite3 systemd psmisc)
+
+# clang's sanitizer runtime has a versioned name that differs by release.
+case "$os_id-$os_version" in
+  ubuntu-22.04) test_packages+=(libclang-common-14-dev) ;;  # jammy: clang 14, runtime in libclang-common
+  ubuntu-24.04) test_packages+=(libclang-rt-18-dev) ;;      # noble: clang 18
+  *) test_packages+=(libclang-rt-14-dev) ;;                 # Debian 12: clang 14
+esac
+[[ "$os_id" == debian || "$os_id" == ubuntu ]] ||
+  log "warning: $os_id $os_version is not Debian or Ubuntu; trying Debian 12's package names"
+
+packages=("${serve_packages[@]}")
+[[ "$mode" == all ]] && packages+=("${test_packages[@]}")
+# npm fetches the pinned engine's source (and, for the tests, the client packages).
 command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
@@ -24,7 +62,7 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  log "installing Debian packages: ${missing[*]}"
+  log "installing packages ($os_id $os_version${jetson:+, Jetson $jetson}): ${missing[*]}"
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
@@ -32,8 +70,18 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if [[ "$mode" == all ]]; then
+  log "building kvgate and its tests (build/)"
+  cmake --preset default -DKVGATE_BUILD_TESTS=ON >/dev/null
+  cmake --build build -j "$(nproc)"
+else
+  log "building kvgate (build/, the kvgate binary only)"
+  cmake --preset default -DKVGATE_BUILD_TESTS=OFF >/dev/null
+  cmake --build build -j "$(nproc)" --target kvgate
+fi
+
 if [[ -z "${KVGATE_SERVER:-}" ]]; then
-  engine_dir=$(scripts/engine.sh)
+  engine_dir=$(KVGATE_BIN="$PWD/build/src/cli/kvgate" scripts/engine.sh)
   log "engine: $engine_dir/bin/llama-server"
 else
   log "engine: KVGATE_SERVER=$KVGATE_SERVER (the pinned engine is not built)"
@@ -41,14 +89,10 @@ fi
 
 # Independent clients used by the tests (the npm GGUF parser, the official OpenAI client),
 # pinned by tests/npm/package-lock.json.
-if [[ ! -d tests/npm/node_modules || tests/npm/package-lock.json -nt tests/npm/node_modules ]]; then
+if [[ "$mode" == all && ( ! -d tests/npm/node_modules || tests/npm/package-lock.json -nt tests/npm/node_modules ) ]]; then
   log "installing test clients from the npm registry (tests/npm)"
   npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error >&2
 fi
-
-log "building kvgate (build/)"
-cmake --preset default >/dev/null
-cmake --build build -j "$(nproc)"
 
 build/src/cli/kvgate synth --default-model >&2
 log "ready: build/src/cli/kvgate"

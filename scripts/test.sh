@@ -3,7 +3,9 @@
 #   1. every test in the default build, including the end-to-end tests that run the real
 #      pinned llama-server on synthesized models;
 #   2. the parser and server unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (CMake preset "asan", clang), skipped with KVGATE_SKIP_ASAN=1.
+#      (CMake preset "asan", clang), skipped with KVGATE_SKIP_ASAN=1;
+#   3. on x86-64: the arm64 cross build with GCC 11 and its unit tests under qemu-user
+#      (scripts/cross-arm64.sh), skipped with KVGATE_SKIP_ARM64=1.
 # Extra arguments are passed to ctest (e.g. -R Gguf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +34,9 @@ if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
   cmake --build build-asan -j "$jobs" --target "${unit_targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit "$@"
+fi
+if [[ "${KVGATE_SKIP_ARM64:-0}" != 1 ]]; then
+  log "arm64 cross build (GCC 11): unit tests under qemu-aarch64"
+  scripts/cross-arm64.sh
 fi
 log "all tests passed"

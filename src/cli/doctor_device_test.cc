@@ -1,39 +1,20 @@
 // `kvgate doctor` as a user runs it for the device report: the built binary on the fixture
 // trees of tests/fixtures/device/ (an Orin and a Thor, locked and cool or not, a PC with an
 // RTX 4070, a CPU-only PC) and on this machine. Expected values are the fixture files'.
-#include <mutex>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "util/subprocess.h"
+#include "cli/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {
 
+using testing::Ran;
+
 using nlohmann::json;
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
-
-Ran kvgate(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Ran r;
-  std::mutex mu;
-  auto p = util::Subprocess::spawn({.argv = argv, .on_line = [&](std::string_view line) {
-                                      std::lock_guard lock(mu);
-                                      r.output += std::string(line) + "\n";
-                                    }});
-  EXPECT_TRUE(p.ok()) << p.error().message();
-  if (!p.ok()) return r;
-  auto st = (*p)->wait_for(std::chrono::seconds(60));
-  (*p)->stop(std::chrono::seconds(1));
-  r.code = st ? st->code : -1;
-  return r;
-}
+Ran kvgate(const std::vector<std::string>& args) { return testing::run_kvgate(args); }
 
 std::string tree(const std::string& name) {
   return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/" + name;

@@ -4,45 +4,26 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
 
-#include "util/subprocess.h"
+#include "cli/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::Ran;
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
+namespace fs = std::filesystem;
 
 const fs::path kRoot = fs::temp_directory_path() / ("kvgate_engine_build_cli_" + std::to_string(::getpid()));
 
-Ran kvgate(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Ran r;
-  std::mutex mu;
-  // A cache of its own: no kvgate up of other tests counts as running.
-  auto p = util::Subprocess::spawn({.argv = argv,
-                                    .set_env = {{"XDG_CACHE_HOME", (kRoot / "cache").string()}},
-                                    .on_line = [&](std::string_view line) {
-                                      std::lock_guard lock(mu);
-                                      r.output += std::string(line) + "\n";
-                                    }});
-  EXPECT_TRUE(p.ok());
-  if (!p.ok()) return r;
-  auto st = (*p)->wait_for(std::chrono::seconds(60));
-  (*p)->stop(std::chrono::seconds(1));
-  r.code = st ? st->code : -1;
-  return r;
+// A cache of its own: no kvgate up of other tests counts as running.
+Ran kvgate(const std::vector<std::string>& args) {
+  return testing::run_kvgate(args, {{"XDG_CACHE_HOME", (kRoot / "cache").string()}});
 }
 
 std::string line_starting(const std::string& output, std::string_view prefix) {

@@ -5,41 +5,22 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "gguf/synth.h"
-#include "util/subprocess.h"
+#include "cli/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {
 
+using testing::Ran;
+
 using nlohmann::json;
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
-
-Ran kvgate(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Ran r;
-  std::mutex mu;
-  auto p = util::Subprocess::spawn({.argv = argv, .on_line = [&](std::string_view line) {
-                                      std::lock_guard lock(mu);
-                                      r.output += std::string(line) + "\n";
-                                    }});
-  EXPECT_TRUE(p.ok()) << p.error().message();
-  if (!p.ok()) return r;
-  auto st = (*p)->wait_for(std::chrono::seconds(60));
-  (*p)->stop(std::chrono::seconds(1));
-  r.code = st ? st->code : -1;
-  return r;
-}
+Ran kvgate(const std::vector<std::string>& args) { return testing::run_kvgate(args); }
 
 json parse(const Ran& r) {
   auto j = json::parse(r.output, nullptr, false);

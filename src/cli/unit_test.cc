@@ -7,33 +7,22 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "util/subprocess.h"
+#include "cli/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {
+
+using testing::Ran;
 
 namespace fs = std::filesystem;
 
 const std::string kKvgate = std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate";
 
-struct Ran {
-  int code = -1;
-  std::string output;
-};
-
+// Runs a command line; this build's kvgate through testing::run_kvgate (behind the emulator of
+// a cross build).
 Ran run(std::vector<std::string> argv) {
-  std::mutex mu;
-  Ran r;
-  auto p = util::Subprocess::spawn({.argv = std::move(argv), .on_line = [&](std::string_view l) {
-                                      std::lock_guard lock(mu);
-                                      r.output += std::string(l) + "\n";
-                                    }});
-  if (!p) return {-1, p.error().message()};
-  (*p)->wait_for(std::chrono::seconds(60));
-  const auto st = (*p)->stop();
-  std::lock_guard lock(mu);
-  r.code = st.signaled() ? -st.signal : st.code;
-  return r;
+  if (!argv.empty() && argv[0] == kKvgate) return testing::run_kvgate({argv.begin() + 1, argv.end()});
+  return testing::run_command(std::move(argv));
 }
 
 std::string slurp(const fs::path& p) {

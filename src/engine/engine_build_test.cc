@@ -2,6 +2,7 @@
 // CMake files accept (option lists copied from mainline 80fb11a and ik_llama.cpp 8337e4cd3),
 // for the devices kvgate is used on.
 #include "engine/engine_build.h"
+#include "engine/pinned.h"
 
 #include <fstream>
 
@@ -455,6 +456,23 @@ TEST_F(FakeTrees, BuildRecordNamesForkCommitAndDevice) {
   EXPECT_EQ(j["device"]["jetson"]["jetpack"], "6.2");
   EXPECT_EQ(j["configure"], p->configure);
   EXPECT_EQ(j["version"], "version: 1 (8337e4cd3)\n");
+}
+
+// A folder `kvgate engine build --out` wrote is accepted wherever a server binary is named.
+TEST(ResolveServer, AcceptsTheFolderOfARecordedBuild) {
+  const fs::path out = fs::temp_directory_path() / ("kvgate_recorded_build_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  fs::create_directories(out / "bin");
+  std::ofstream(out / "bin" / "llama-server") << "#!/bin/sh\n";
+  fs::permissions(out / "bin" / "llama-server", fs::perms::owner_all);
+  auto not_recorded = resolve_server(out.string());
+  ASSERT_FALSE(not_recorded.ok()) << "a folder without BUILD.json is not a build";
+  EXPECT_NE(not_recorded.error().message().find("not a file"), std::string::npos) << not_recorded.error().message();
+  std::ofstream(out / "BUILD.json") << "{}";
+  auto recorded = resolve_server(out.string());
+  ASSERT_TRUE(recorded.ok()) << recorded.error().message();
+  EXPECT_EQ(*recorded, out / "bin" / "llama-server");
+  fs::remove_all(out);
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ Result<std::filesystem::path> resolve_server(const std::optional<std::string>& e
     return path;
   }
   std::error_code ec;
+  // A folder `kvgate engine build --out DIR` wrote (it holds BUILD.json) names its binary.
+  if (std::filesystem::is_directory(path, ec) && std::filesystem::exists(path / "BUILD.json", ec)) {
+    path = path / "bin" / "llama-server";
+  }
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Error(fmt::format("{} names '{}', which is not a file", source, path.string()));
   }

@@ -25,7 +25,9 @@ std::filesystem::path cache_root();
 std::filesystem::path pinned_engine_dir();
 
 // The server binary to use: `explicit_path` if given, else $KVGATE_SERVER, else the pinned
-// build. Error (saying how to build or select one) if the result is not an executable file.
+// build. Either may name a folder `kvgate engine build --out` wrote (it holds BUILD.json):
+// its bin/llama-server. Error (saying how to build or select one) if the result is not an
+// executable file.
 Result<std::filesystem::path> resolve_server(const std::optional<std::string>& explicit_path = std::nullopt);
 
 // A tokenizer-only GGUF of the pinned release, e.g. "qwen2" → models/ggml-vocab-qwen2.gguf.
