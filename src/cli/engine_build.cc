@@ -230,8 +230,8 @@ void print_plan(std::FILE* out, const engine::SourceTree& tree, const device::Fa
   std::fprintf(out, "# device: %s\n", device_line(device, tools.cores).c_str());
   for (const auto& r : plan.reasons) std::fprintf(out, "# %s\n", r.c_str());
   for (const auto& w : plan.warnings) std::fprintf(out, "# warning: %s\n", w.c_str());
-  std::fprintf(out, "%s\n%s\n", engine::shell_command(plan.configure).c_str(),
-               engine::shell_command(plan.build).c_str());
+  std::fprintf(out, "%s\n%s\n", util::shell_command(plan.configure).c_str(),
+               util::shell_command(plan.build).c_str());
 }
 
 // Runs one step with its output in `log`; ninja's progress is echoed every 30 s.

@@ -81,7 +81,8 @@ void read_gpu(const Tree& tree, Jetson& j, Gpu& gpu, std::vector<std::string>& n
   gpu.freq_max = *max;
   j.gpu_freq_min = *min;
   j.gpu_freq_hw_max = *max;
-  for (std::string_view step : split(tree.line(dir + "/available_frequencies").value_or(""), ' ')) {
+  const std::string steps = tree.line(dir + "/available_frequencies").value_or("");
+  for (std::string_view step : split(steps, ' ')) {
     if (auto hz = parse_u64(trim(step))) j.gpu_freq_hw_max = std::max(j.gpu_freq_hw_max, *hz);
   }
   locked = *min >= *max && *cur >= *max;

@@ -6,11 +6,13 @@
 // Paths are relative ("sys/class/thermal"); a leading '/' is ignored.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kvgate::device {
@@ -47,5 +49,9 @@ std::optional<uint64_t> parse_u64(std::string_view s);
 std::optional<std::vector<uint32_t>> parse_cpu_list(std::string_view s);
 // Splits on `sep`, keeping empty pieces.
 std::vector<std::string_view> split(std::string_view s, char sep);
+// Not on a temporary string: the pieces would point into it after it is gone.
+template <typename S>
+  requires std::same_as<std::remove_cvref_t<S>, std::string> && (!std::is_lvalue_reference_v<S>)
+std::vector<std::string_view> split(S&& s, char sep) = delete;
 
 }  // namespace kvgate::device

@@ -523,24 +523,6 @@ Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device
   return plan;
 }
 
-std::string shell_command(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += ' ';
-    const bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
-      return is_ident(c) || std::string_view("./=:,+@%-").find(c) != std::string_view::npos;
-    });
-    if (plain) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    out += '\'';
-  }
-  return out;
-}
-
 nlohmann::json build_record(const SourceTree& tree, const device::Facts& device, const BuildPlan& plan,
                             const std::string& version_output, const std::string& date) {
   nlohmann::json gpus = nlohmann::json::array();

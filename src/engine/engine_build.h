@@ -135,8 +135,6 @@ struct BuildPlan {
 Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device, const Toolchain& tools,
                              const BuildRequest& request, std::span<const RunningInstance> running = {});
 
-// A command line a shell can run: arguments with spaces or shell characters single-quoted.
-std::string shell_command(const std::vector<std::string>& argv);
 
 // The build record written as BUILD.json next to bin/: fork, commit, options, device, date,
 // the commands and the binary's `--version` output.

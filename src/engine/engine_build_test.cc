@@ -3,6 +3,7 @@
 // for the devices kvgate is used on.
 #include "engine/engine_build.h"
 #include "engine/pinned.h"
+#include "util/subprocess.h"
 
 #include <fstream>
 
@@ -158,7 +159,7 @@ Toolchain cuda_tools(unsigned cores, std::string version) {
       .nvcc = "/usr/local/cuda/bin/nvcc", .cuda_version = std::move(version), .ninja = true, .cores = cores};
 }
 
-std::string configure_line(const BuildPlan& p) { return shell_command(p.configure); }
+std::string configure_line(const BuildPlan& p) { return util::shell_command(p.configure); }
 
 bool mentions(const std::vector<std::string>& lines, std::string_view text) {
   for (const auto& l : lines) {
@@ -223,7 +224,7 @@ TEST_F(FakeTrees, OrinMainlineWithMixedQuantizedKv) {
           "-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "
           "-DLLAMA_OPENSSL=OFF");
   // 28 GiB available - 1 GiB kept = 27 GiB: six 4 GiB nvcc jobs, fewer than the 12 cores.
-  EXPECT_EQ(shell_command(p->build), "cmake --build " + m + "/build-kvgate --target llama-server -j 6");
+  EXPECT_EQ(util::shell_command(p->build), "cmake --build " + m + "/build-kvgate --target llama-server -j 6");
   EXPECT_EQ(p->cuda_arch, "87");
   EXPECT_TRUE(p->jobs.memory_short);
   EXPECT_TRUE(p->warnings.empty()) << p->warnings.front();
@@ -343,7 +344,7 @@ TEST_F(FakeTrees, X86CpuOnlyIsThePinnedRecipe) {
   EXPECT_EQ(got, pinned);
   EXPECT_EQ(std::vector<std::string>(p->configure.begin(), p->configure.begin() + 7),
             (std::vector<std::string>{"cmake", "-S", mainline_.string(), "-B", "/w/build", "-G", "Ninja"}));
-  EXPECT_EQ(shell_command(p->build), "cmake --build /w/build --target llama-server -j 8");  // 11 g++ jobs fit
+  EXPECT_EQ(util::shell_command(p->build), "cmake --build /w/build --target llama-server -j 8");  // 11 g++ jobs fit
   EXPECT_FALSE(p->cuda);
 }
 
@@ -440,8 +441,8 @@ TEST(ParseKvPair, OneOrTwoTypesOfTheFork) {
 }
 
 TEST(ShellCommand, QuotesWhatAShellWouldSplit) {
-  EXPECT_EQ(shell_command({"cmake", "-S", "/a b", "-DX=it's"}), "cmake -S '/a b' '-DX=it'\\''s'");
-  EXPECT_EQ(shell_command({"-DCMAKE_CUDA_ARCHITECTURES=86;89"}), "'-DCMAKE_CUDA_ARCHITECTURES=86;89'");
+  EXPECT_EQ(util::shell_command({"cmake", "-S", "/a b", "-DX=it's"}), "cmake -S '/a b' '-DX=it'\\''s'");
+  EXPECT_EQ(util::shell_command({"-DCMAKE_CUDA_ARCHITECTURES=86;89"}), "'-DCMAKE_CUDA_ARCHITECTURES=86;89'");
 }
 
 TEST_F(FakeTrees, BuildRecordNamesForkCommitAndDevice) {

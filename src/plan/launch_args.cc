@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "plan/engine_quirks.h"
+#include "util/subprocess.h"
 
 namespace kvgate::plan {
 namespace {
@@ -201,14 +202,7 @@ std::string redacted_command_line(const std::vector<std::string>& argv) {
       out += "***";
       continue;
     }
-    const std::string& a = argv[i];
-    if (!a.empty() && a.find_first_of(" \t\n\"'$\\`;&|<>()*?#~") == std::string::npos) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    out += '\'';
+    out += util::shell_quote(argv[i]);
   }
   return out;
 }

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -170,6 +172,25 @@ ExitStatus Subprocess::stop(std::chrono::milliseconds grace) {
   if (reader_.joinable()) reader_.join();
   std::lock_guard lock(mu_);
   return status_.value_or(ExitStatus{});
+}
+
+std::string shell_quote(std::string_view arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
+  });
+  if (plain) return std::string(arg);
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(a);
+  }
+  return out;
 }
 
 }  // namespace kvgate::util

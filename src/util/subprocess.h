@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -79,5 +80,11 @@ class Subprocess {
   std::mutex mu_;
   std::optional<ExitStatus> status_;  // guarded by mu_
 };
+
+// `arg` as a POSIX shell reads it back as one word: unchanged when it holds only letters,
+// digits and `_./=:,+@%-`, else in single quotes (a quote inside becomes '\'').
+std::string shell_quote(std::string_view arg);
+// The command line `argv` as one shell-ready string (each argument shell_quote()d).
+std::string shell_command(const std::vector<std::string>& argv);
 
 }  // namespace kvgate::util

@@ -99,5 +99,20 @@ TEST(SubprocessTest, StopReachesAStoppedChildWithSigterm) {
   EXPECT_EQ(status.signal, SIGTERM);
 }
 
+// What a POSIX shell would split, expand or glob is quoted; the rest reads as it is.
+TEST(ShellQuote, QuotesOnlyWhatAShellWouldChange) {
+  EXPECT_EQ(shell_quote("/usr/bin/llama-server"), "/usr/bin/llama-server");
+  EXPECT_EQ(shell_quote("-DGGML_CUDA=ON"), "-DGGML_CUDA=ON");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  for (const char* special : {"$HOME", "a;b", "~", "*.gguf", "x|y", "`id`", "{\"a\":1}", "86;89", "!x", "a\nb"}) {
+    const std::string q = shell_quote(special);
+    EXPECT_EQ(q.front(), '\'') << special;
+    EXPECT_EQ(q.back(), '\'') << special;
+  }
+  EXPECT_EQ(shell_command({"cmake", "-S", "/a b"}), "cmake -S '/a b'");
+}
+
 }  // namespace
 }  // namespace kvgate::util
