@@ -279,6 +279,50 @@ Result<device::Facts> device_facts(const std::string& root, const std::string& s
   return device::read_facts(root.empty() ? "/" : root, smi);
 }
 
+// `kvgate doctor` without --log: the device report (warnings never fail it).
+int report_device_only(const device::Facts& dev, bool as_json) {
+  if (as_json) {
+    json j;
+    j["kvgate"] = "doctor";
+    j["schema"] = 1;
+    j["device"] = device_json(dev);
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::fputs(device::format_report(dev).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+// The text report of a log: its facts, what was taken from it, what matched and what did not.
+void print_comparison(const std::string& log_path, const engine::StartupFacts& facts,
+                      const std::vector<std::string>& from_log, const std::string& source,
+                      const engine::Comparison& result) {
+  std::printf("log        %s (%s, %zu lines, %zu recognised)\n", log_path.c_str(),
+              facts.fork ? (*facts.fork == plan::Fork::kIk ? "ik_llama.cpp" : "mainline llama-server")
+                         : "fork not recognised",
+              facts.lines, facts.recognised);
+  std::fputs(facts_text(facts).c_str(), stdout);
+  if (!from_log.empty()) {
+    std::string taken;
+    for (const auto& t : from_log) taken += (taken.empty() ? "" : " ") + t;
+    std::printf("\n(settings not given, taken from the log: %s)\n", taken.c_str());
+  }
+  if (source == "none") {
+    std::printf("\n(no plan options given: only the log's own warnings are checked; add --model and the server's "
+                "settings to compare)\n");
+  }
+  if (!result.verified.empty()) {
+    std::printf("\nas planned\n");
+    for (const auto& v : result.verified) std::printf("  ok     %s\n", v.c_str());
+  }
+  if (!result.findings.empty()) {
+    std::printf("\nfindings\n");
+    for (const auto& f : result.findings) {
+      std::printf("  %-7s %s: %s\n", engine::severity_name(f.severity), f.code.c_str(), f.message.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int run_doctor(int argc, char** argv) {
@@ -307,18 +351,7 @@ int run_doctor(int argc, char** argv) {
     std::fprintf(stderr, "kvgate doctor: %s\n", dev.error().message().c_str());
     return kExitFailure;
   }
-  if (log_path.empty()) {
-    if (as_json) {
-      json j;
-      j["kvgate"] = "doctor";
-      j["schema"] = 1;
-      j["device"] = device_json(*dev);
-      std::printf("%s\n", j.dump(2).c_str());
-    } else {
-      std::fputs(device::format_report(*dev).c_str(), stdout);
-    }
-    return kExitOk;
-  }
+  if (log_path.empty()) return report_device_only(*dev, as_json);
   if (!as_json) std::printf("%s\n", device::format_report(*dev).c_str());
 
   auto text = read_file(log_path);
@@ -394,30 +427,7 @@ int run_doctor(int argc, char** argv) {
     return result.has_errors() ? kExitFailure : kExitOk;
   }
 
-  std::printf("log        %s (%s, %zu lines, %zu recognised)\n", log_path.c_str(),
-              facts.fork ? (*facts.fork == plan::Fork::kIk ? "ik_llama.cpp" : "mainline llama-server")
-                         : "fork not recognised",
-              facts.lines, facts.recognised);
-  std::fputs(facts_text(facts).c_str(), stdout);
-  if (!from_log.empty()) {
-    std::string taken;
-    for (const auto& t : from_log) taken += (taken.empty() ? "" : " ") + t;
-    std::printf("\n(settings not given, taken from the log: %s)\n", taken.c_str());
-  }
-  if (source == "none") {
-    std::printf("\n(no plan options given: only the log's own warnings are checked; add --model and the server's "
-                "settings to compare)\n");
-  }
-  if (!result.verified.empty()) {
-    std::printf("\nas planned\n");
-    for (const auto& v : result.verified) std::printf("  ok     %s\n", v.c_str());
-  }
-  if (!result.findings.empty()) {
-    std::printf("\nfindings\n");
-    for (const auto& f : result.findings) {
-      std::printf("  %-7s %s: %s\n", engine::severity_name(f.severity), f.code.c_str(), f.message.c_str());
-    }
-  }
+  print_comparison(log_path, facts, from_log, source, result);
   const engine::Finding* failed = start_failure(result);
   const char* verdict = failed && failed->code == "engine_crashed" ? "result: the start failed: the engine crashed"
                         : failed                                   ? "result: the start failed: the engine did not load"
