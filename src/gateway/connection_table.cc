@@ -98,6 +98,13 @@ size_t ConnectionTable::unauthenticated() const {
   return unauthenticated_;
 }
 
+size_t ConnectionTable::in_phase(Phase phase) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& [id, e] : entries_) n += (!e.evicted && e.phase == phase) ? 1 : 0;
+  return n;
+}
+
 bool ConnectionTable::scarce() const {
   std::lock_guard lock(mu_);
   return open_ * 4 >= limits_.max_connections * 3;

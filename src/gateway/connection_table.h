@@ -57,6 +57,7 @@ class ConnectionTable {
 
   size_t open() const;             // connections counted (evicted ones are not)
   size_t unauthenticated() const;  // of open()
+  size_t in_phase(Phase phase) const;  // of open()
   bool scarce() const;
   uint64_t evictions() const { return evictions_.load(); }
 

@@ -133,6 +133,8 @@ class HttpServer {
   // Whether the bound address is a loopback address (127/8, ::1). Valid after start().
   bool bound_loopback() const { return bound_loopback_; }
   size_t active_connections() const { return active_.load(); }
+  // Keep-alive connections between requests, waiting for the next one.
+  size_t idle_connections() const { return table_.in_phase(ConnectionTable::Phase::kIdle); }
   // Connections closed to admit others (see connection_table.h).
   uint64_t evictions() const { return table_.evictions(); }
   uint64_t body_bytes_in_flight() const { return budget_.in_use(); }

@@ -222,6 +222,12 @@ TEST(HttpServerTest, IdleKeepAliveConnectionGivesWayToANewOneAtTheLimit) {
     send_all(fd, "GET /k HTTP/1.1\r\nHost: x\r\n\r\n");
     ASSERT_NE(read_until(fd, "GET /k ").find("GET /k "), std::string::npos);
   }
+  // A connection is idle once its thread has finished the answer and waits for more, a
+  // moment after the client has read it; until then it is working and is not closed.
+  for (int i = 0; i < 500 && s.server->idle_connections() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(s.server->idle_connections(), 2u);
   const int c = connect_to(s.port());
   send_all(c, "GET /new HTTP/1.1\r\nHost: x\r\n\r\n");
   const std::string r = read_until(c, "GET /new ", 2000);
