@@ -158,7 +158,9 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
     if (request.named && options.continue_truncated_history && k <= after_system && conv.length > after_system) {
       window = align_window(conv, keys, std::max<size_t>(after_system, 1));
     }
-    if (window && window->overlap > 0) {
+    // A window has dropped messages: fewer before the overlap than the kept history has. As
+    // many or more is an edit of earlier messages (the client's version is sent).
+    if (window && window->overlap > 0 && window->request < window->history) {
       // The client dropped its oldest turns of a conversation it named: continue the kept
       // history (content of this conversation's earlier requests).
       if (window->overlap < conv.length - window->history) conv.truncate(window->history + window->overlap);

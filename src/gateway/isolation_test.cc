@@ -178,6 +178,32 @@ TEST(IsolationTest, ANamedSlidingWindowContinuesItsKeptHistory) {
   EXPECT_NE(all_text(t.view).find("m0"), std::string::npos);  // its own earlier history
 }
 
+TEST(IsolationTest, ANamedConversationWithAnEditedEarlierMessageIsSentTheEdit) {
+  // Not a window: as many messages before the common part as before, one of them changed.
+  MiniGateway gw;
+  json h = json::array({msg("system", "S"), msg("user", "the build is green")});
+  gw.send(kScope, std::string("agent"), h, msg("assistant", "ok"));
+  h.push_back(msg("assistant", "ok"));
+  h.push_back(msg("user", "next"));
+  gw.send(kScope, std::string("agent"), h, msg("assistant", "done"));
+  h.push_back(msg("assistant", "done"));
+  h.push_back(msg("user", "and then?"));
+  h[1]["content"] = "the build is red";
+  auto t = gw.send(kScope, std::string("agent"), h, msg("assistant", "fix it"));
+  EXPECT_FALSE(t.intake.window_continued);
+  EXPECT_EQ(t.view, h);
+  ASSERT_TRUE(t.intake.cause.has_value());
+  EXPECT_EQ(cause_name(*t.intake.cause), std::string("client_edit"));
+  // The same edit in a conversation that also dropped its first turn is still its own text.
+  json w = json::array({msg("system", "S"), msg("user", "the build is red, again")});
+  for (size_t i = 2; i < h.size(); ++i) w.push_back(h[i]);
+  w.push_back(msg("assistant", "fix it"));
+  w.push_back(msg("user", "ok"));
+  auto t2 = gw.send(kScope, std::string("agent"), w, msg("assistant", "fine"));
+  EXPECT_EQ(all_text(t2.view).find("the build is green"), std::string::npos) << t2.view.dump();
+  EXPECT_NE(all_text(t2.view).find("the build is red, again"), std::string::npos) << t2.view.dump();
+}
+
 TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageIsSentAsTheClientHasIt) {
   MiniGateway gw;
   const json t1 = json::array({msg("system", "S"), msg("user", "meeting on 2026-12-01 at 10:00")});
