@@ -94,4 +94,9 @@ Status write_prefill(const PrefillReport& report, OutputDir& out);
 std::string prefill_text(const PrefillReport& report);
 nlohmann::json to_json(const PrefillReport& report);
 
+// A prefill.json written by write_prefill, reduced to what the status page shows:
+// {file, engine, points [{tokens, tokens_per_s, trend_tokens_per_s}], cliff {cliff_tokens,
+// safe_cap_tokens, explanation}}. An error names the file and what is wrong with it.
+Result<nlohmann::json> load_prefill_summary(const std::string& path);
+
 }  // namespace kvgate::bench

@@ -1,5 +1,7 @@
 // The files and the text summary of kvgate bench prefill.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -151,6 +153,36 @@ std::string prefill_text(const PrefillReport& r) {
   for (const auto& n : r.notes) s += "note: " + n + "\n";
   s += fmt::format("{:.1f} s\n", r.wall_s);
   return s;
+}
+
+Result<json> load_prefill_summary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(fmt::format("{}: cannot read it", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  const json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("bench", "") != "prefill" || !j.contains("points") ||
+      !j["points"].is_array()) {
+    return Error(fmt::format("{}: not the prefill.json of `kvgate bench prefill`", path));
+  }
+  json points = json::array();
+  for (const auto& p : j["points"]) {
+    if (!p.is_object() || !p.contains("tokens") || !p["tokens"].is_number() || !p.contains("tokens_per_s") ||
+        !p["tokens_per_s"].is_number()) {
+      return Error(fmt::format("{}: a point without tokens and tokens_per_s", path));
+    }
+    points.push_back({{"tokens", p["tokens"]},
+                      {"tokens_per_s", p["tokens_per_s"]},
+                      {"trend_tokens_per_s", p.value("trend_tokens_per_s", json())}});
+  }
+  const json cliff = j.value("cliff", json::object());
+  return json{{"file", path},
+              {"engine", j.value("engine", json())},
+              {"points", points},
+              {"cliff",
+               {{"cliff_tokens", cliff.is_object() ? cliff.value("cliff_tokens", json()) : json()},
+                {"safe_cap_tokens", cliff.is_object() ? cliff.value("safe_cap_tokens", json()) : json()},
+                {"explanation", cliff.is_object() ? cliff.value("explanation", json()) : json()}}}};
 }
 
 }  // namespace kvgate::bench

@@ -11,6 +11,7 @@
 //      print what is running.
 // Exit: 0 after a requested stop, 1 when the engine cannot be started or kvgate gives up
 // (a service manager then restarts it), 2 for usage errors.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -23,6 +24,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "bench/prefill.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/up_options.h"
@@ -35,6 +37,7 @@
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "engine/rotating_log.h"
+#include "engine/status_report.h"
 #include "engine/supervisor.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
@@ -48,6 +51,11 @@
 
 namespace kvgate::cli {
 namespace {
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 namespace fs = std::filesystem;
 
@@ -371,6 +379,23 @@ int run_up(int argc, char** argv) {
     }
     return ep;
   });
+  if (cfg.prefill_report) {
+    auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
+    if (!prefill) return fail("--prefill-report " + prefill.error().message(), kExitUsage);
+    go.bench_prefill = std::move(*prefill);
+  }
+  // The status page's engine and memory panels; uptime counts from the engine's readiness.
+  auto ready_since = std::make_shared<std::atomic<int64_t>>(0);  // steady ms, 0: not serving
+  const std::string budget_source = cfg.memory_budget ? "--memory" : dev.unified_memory ? "MemAvailable" : "";
+  go.engine_report = [&supervisor, ready_since, caps, plan = *memory, budget, budget_source] {
+    const auto st = supervisor.status();
+    const int64_t since = ready_since->load();
+    std::optional<double> uptime;
+    if (since > 0 && engine::is_serving(st.state)) uptime = static_cast<double>(steady_ms() - since) / 1000.0;
+    const engine::ReportedMemory* reported = st.verification ? &st.verification->reported : nullptr;
+    return nlohmann::json{{"engine", engine::engine_status_json(st, caps.fork, caps.describe(), uptime)},
+                          {"memory", engine::memory_status_json(plan, budget, budget_source, reported)}};
+  };
   gateway::Gateway gw(go, upstream);
   std::string state_note = "sessions in memory only";
   if (cfg.state_dir.value_or("") != "none") {
@@ -385,10 +410,16 @@ int run_up(int argc, char** argv) {
     state_note += "; engine state not saved";
   }
   uint64_t seen_generation = 0;
-  supervisor.add_listener([&gw, &seen_generation](const engine::Transition&, const engine::SupervisorStatus& st) {
+  supervisor.add_listener([&gw, &seen_generation, ready_since](const engine::Transition&,
+                                                                const engine::SupervisorStatus& st) {
     if (st.generation != seen_generation) {
       if (seen_generation != 0) gw.on_engine_restart();
       seen_generation = st.generation;
+    }
+    if (!engine::is_serving(st.state)) {
+      ready_since->store(0);
+    } else if (ready_since->load() == 0) {
+      ready_since->store(steady_ms());
     }
   });
   gateway::HttpServerOptions http;

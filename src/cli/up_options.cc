@@ -76,6 +76,7 @@ constexpr UpOptionInfo kOptions[] = {
     {"max-messages", "messages one chat request may carry; more get 413 (default 4096)"},
     {"count-timeout", "longest time counting one prompt's tokens may take; then 413 (default 30s)"},
     {"compaction-timeout", "longest time one compaction may take; then 400 (default 60s)"},
+    {"prefill-report", "the prefill.json of a `kvgate bench prefill` run, shown on the status page"},
 };
 
 bool known(std::string_view name) {
@@ -370,6 +371,8 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));
     } else if (name == "state-dir") {
       c.state_dir = v;
+    } else if (name == "prefill-report") {
+      c.prefill_report = v;
     } else if (name == "kv-disk") {
       auto b = util::parse_bytes(v);
       if (!b) return Error(fmt::format("--kv-disk '{}': {}", v, b.error().message()));

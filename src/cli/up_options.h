@@ -85,6 +85,7 @@ struct UpConfig {
   int log_keep = 5;
   // The gateway.
   std::optional<std::string> state_dir;  // "none": sessions in memory only
+  std::optional<std::string> prefill_report;  // a bench prefill.json for the status page
   // Conversations' saved engine state (gateway/kv_keeper.h): the disk it may take (unset: a
   // share of the free space; 0: off) and the growth after which a turn saves (unset: measured).
   std::optional<uint64_t> kv_disk;

@@ -11,11 +11,18 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kvgate::engine {
+
+// What the startup log says the engine allocated, in MiB summed over devices; nullopt: the
+// log did not say (or nothing was checked).
+struct ReportedMemory {
+  std::optional<double> weights, kv, recurrent, compute, output;
+};
 
 struct VerificationReport {
   // A one-line name of what was checked (e.g. "plan vs startup log"); empty: nothing was.
@@ -23,6 +30,7 @@ struct VerificationReport {
   std::vector<std::string> verified;  // what the log confirmed, one item per line
   std::vector<std::string> findings;  // contradictions, each naming the fix
   std::vector<std::string> warnings;  // worth a look, never a reason to fail
+  ReportedMemory reported;
   bool passed() const { return findings.empty(); }
 };
 

@@ -6,9 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "util/strings.h"
+
 namespace kvgate::gateway {
 
 using nlohmann::json;
+using util::utf8_ceil;
+using util::utf8_floor;
 
 std::string message_text(const json& message) {
   std::string out;
@@ -24,12 +28,6 @@ std::string message_text(const json& message) {
 }
 
 namespace {
-
-size_t utf8_floor(const std::string& s, size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
 
 std::string clip(const std::string& s, size_t n) {
   if (s.size() <= n) return s;

@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include "util/strings.h"
+
 #include "gateway/normalize.h"
 
 namespace kvgate::gateway {
 
 using nlohmann::json;
+using util::utf8_ceil;
+using util::utf8_floor;
 
 namespace {
 
@@ -36,18 +40,6 @@ void append_text(json& message, const std::string& extra) {
   } else if (it->is_array()) {
     it->push_back({{"type", "text"}, {"text", extra}});
   }
-}
-
-// Cuts at a UTF-8 character boundary at or before `n` bytes.
-size_t utf8_floor(const std::string& s, size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
-
-size_t utf8_ceil(const std::string& s, size_t n) {
-  while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) ++n;
-  return n;
 }
 
 }  // namespace

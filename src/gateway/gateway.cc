@@ -104,6 +104,11 @@ struct Gateway::RouteTable {
       {"POST", "/apply-template", false, true, &Gateway::passthrough},
       {"GET", "/props", false, true, &Gateway::passthrough},
       {"GET", "/slots", false, true, &Gateway::passthrough},
+      // The status page and its assets hold no data (the page asks for it with the key).
+      {"GET", "/", false, false, &Gateway::status_page},
+      {"GET", "/kvgate", false, false, &Gateway::status_page},
+      {"GET", "/kvgate/", false, false, &Gateway::status_page},
+      {"GET", "/kvgate/assets/", true, false, &Gateway::status_asset},
   };
 };
 
@@ -498,7 +503,19 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
                  {"cache_hits", ts.cache_hits},
                  {"mismatches", ts.mismatches},
                  {"engine_offset", tokens_.offset()}}},
+               {"throughput", {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},
+               {"bench_prefill", options_.bench_prefill},
                {"metrics", metrics_.to_json()}};
+  if (options_.engine_report) {
+    json report = options_.engine_report();
+    for (auto& [k, v] : report.items()) {
+      if (k == "engine" && v.is_object()) {
+        body["engine"].update(v);
+      } else {
+        body[k] = std::move(v);
+      }
+    }
+  }
   send_json(writer, 200, body);
 }
 
@@ -517,9 +534,11 @@ void Gateway::list_sessions(const HttpRequest& request, ResponseWriter& writer) 
     for (const auto& s : sessions_.list(scope)) list.push_back(session_json(*s));
     return send_json(writer, 200, {{"object", "list"}, {"data", list}});
   }
-  const std::string id = rest.substr(1);
+  const size_t slash = rest.find('/', 1);
+  const std::string id = rest.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
   auto s = sessions_.get(id, scope);
-  if (!s) return send_error(writer, not_found(fmt::format("no session '{}'", id)));
+  if (!s) return send_error(writer, not_found(fmt::format("no session '{}'", shown(id, 200))));
+  if (slash != std::string::npos) return session_turns(*s, rest.substr(slash), writer);
   send_json(writer, 200, session_json(*s));
 }
 

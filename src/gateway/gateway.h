@@ -112,6 +112,12 @@ struct GatewayOptions {
   // Told when the engine failed requests with unexplained 5xx answers several times in a row
   // (it answers, but does not work: the supervisor then probes with real completions).
   std::function<void(const std::string& what)> on_requests_failing;
+  // The status page's engine and memory panels (kvgate up: the supervisor and the plan):
+  // an object whose "engine" members join the status's "engine" and whose other members
+  // (e.g. "memory") are added to the status. Called per status request; must not block.
+  std::function<nlohmann::json()> engine_report;
+  // The last `kvgate bench prefill` report (its prefill.json), shown on the status page.
+  nlohmann::json bench_prefill;
 };
 
 class Gateway {
@@ -155,6 +161,23 @@ class Gateway {
   void list_sessions(const HttpRequest& request, ResponseWriter& writer);
   nlohmann::json session_json(Session& s);  // its to_json() and its saved engine state
   void compact_session(const HttpRequest& request, ResponseWriter& writer);
+  void session_turns(Session& s, const std::string& rest, ResponseWriter& writer);  // .../ID/turns[/N]
+  void status_page(const HttpRequest& request, ResponseWriter& writer);
+  void status_asset(const HttpRequest& request, ResponseWriter& writer);
+  // One chat turn's record for the prefix-break inspector (turn_log.h), before the session
+  // takes this turn's view as its last.
+  struct TurnFacts {
+    const nlohmann::json& view;
+    const std::string& rendered;
+    std::optional<BreakCause> cause;
+    const std::string& cause_detail;
+    const RequestRecord& record;
+    size_t messages;
+    int slot;
+    const std::string& recognised_by;
+    const std::vector<nlohmann::json>& compactions;
+  };
+  void record_turn(Session& session, const TurnFacts& facts);
 
   // One attempt at sending a chat request upstream (chat_send.cc).
   struct SendOutcome {

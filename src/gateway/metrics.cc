@@ -1,5 +1,7 @@
 #include "gateway/metrics.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 namespace kvgate::gateway {
@@ -36,6 +38,31 @@ void Metrics::record(const RequestRecord& r) {
   if (!r.error_kind.empty()) ++errors_[r.error_kind];
   if (r.ttft_ms >= 0) ttft_.observe(r.ttft_ms);
   total_.observe(r.total_ms);
+  if (r.route == "chat") {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    recent_.push_back({now, r});
+    while (recent_.size() > kRecent) recent_.pop_front();
+  }
+}
+
+nlohmann::json Metrics::recent(const std::string& scope) const {
+  std::lock_guard lock(mu_);
+  auto known = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [ts, r] : recent_) {
+    out.push_back({{"ts", ts},
+                   {"session", r.scope == scope && !r.session.empty() ? nlohmann::json(r.session) : nlohmann::json(nullptr)},
+                   {"status", r.status},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"cached_tokens", r.cached_tokens},
+                   {"prefilled_tokens", r.prefilled_tokens},
+                   {"completion_tokens", r.completion_tokens},
+                   {"ttft_ms", r.ttft_ms >= 0 ? nlohmann::json(r.ttft_ms) : nlohmann::json(nullptr)},
+                   {"prefill_tokens_per_s", known(r.prefill_tokens_per_s)},
+                   {"decode_tokens_per_s", known(r.decode_tokens_per_s)}});
+  }
+  return out;
 }
 
 void Metrics::add(const std::string& name, double value) {

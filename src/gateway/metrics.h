@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -31,6 +32,9 @@ struct RequestRecord {
   double total_ms = 0;
   double decode_tokens_per_s = 0;
   double accounting_ms = 0;  // token accounting cost
+  double prefill_tokens_per_s = 0;  // the engine's prompt speed for this request (0: unknown)
+  std::string session;              // chat turns: the conversation, and its key's scope
+  std::string scope;
 };
 
 class Histogram {
@@ -57,8 +61,18 @@ class Metrics {
   // Prometheus text; `extra` lets the caller append live gauges (sessions, slots, engine).
   std::string prometheus(const std::function<void(std::string&)>& extra = nullptr) const;
   nlohmann::json to_json() const;
+  // The last kRecent chat turns, oldest first, those of other scopes without their session:
+  // {ts, session, status, prompt/cached/prefilled/completion tokens, ttft_ms,
+  //  prefill_tokens_per_s, decode_tokens_per_s} (unknown figures null).
+  static constexpr size_t kRecent = 120;
+  nlohmann::json recent(const std::string& scope) const;
 
  private:
+  struct Recent {
+    int64_t ts_ms;
+    RequestRecord record;
+  };
+  std::deque<Recent> recent_;
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> requests_;  // key: route|status|stream
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, prefilled_tokens_ = 0, completion_tokens_ = 0;

@@ -105,7 +105,8 @@ nlohmann::json Session::to_json() const {
             {"summary_source", view_stats.summary_source},
             {"truncated_messages", view_stats.truncations},
             {"compactions", view_stats.generation}}},
-          {"compaction_history", history}};
+          {"compaction_history", history},
+          {"turns", turns.summary(50)}};
 }
 
 void SessionTable::set_loader(Loader loader) {

@@ -50,6 +50,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/conversation.h"
+#include "gateway/turn_log.h"
 
 namespace kvgate::gateway {
 
@@ -103,6 +104,7 @@ class Session {
     std::string summary_source;
   } view_stats;
   std::deque<nlohmann::json> compactions;  // most recent last, bounded
+  TurnLog turns;                           // this process's turns (not stored)
 
   nlohmann::json to_json() const;
 };
