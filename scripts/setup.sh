@@ -39,7 +39,7 @@ jetson=""
 serve_packages=(
   build-essential g++ cmake ninja-build pkg-config git ca-certificates
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev libxxhash-dev
-  procps
+  libjs-chart.js procps
 )
 test_packages=(clang libgtest-dev libgmock-dev sqlite3 systemd psmisc)
 
@@ -49,6 +49,9 @@ case "$os_id-$os_version" in
   ubuntu-24.04) test_packages+=(libclang-rt-18-dev) ;;      # noble: clang 18
   *) test_packages+=(libclang-rt-14-dev) ;;                 # Debian 12: clang 14
 esac
+# The status page's browser test: Debian's chromium (Ubuntu's is a snap, which containers
+# lack: there the test skips, saying so).
+[[ "$os_id" != ubuntu ]] && test_packages+=(chromium)
 [[ "$os_id" == debian || "$os_id" == ubuntu ]] ||
   log "warning: $os_id $os_version is not Debian or Ubuntu; trying Debian 12's package names"
 

@@ -67,5 +67,23 @@ TEST(PrefillTest, SummaryTakesMediansPerSize) {
   EXPECT_EQ(j["points"].size(), 3U);
 }
 
+TEST(PrefillTest, LoadsASummaryForTheStatusPage) {
+  auto s = load_prefill_summary(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/bench/prefill-cliff.json");
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ((*s)["points"].size(), 4u);
+  EXPECT_EQ((*s)["points"][3]["tokens"], 32768);
+  EXPECT_EQ((*s)["points"][3]["tokens_per_s"], 380.0);
+  EXPECT_EQ((*s)["cliff"]["cliff_tokens"], 32768);
+  EXPECT_EQ((*s)["cliff"]["safe_cap_tokens"], 13107);
+  EXPECT_FALSE((*s)["points"][0].contains("runs"));  // only what the page draws
+  auto missing = load_prefill_summary("/nonexistent/prefill.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("/nonexistent/prefill.json"), std::string::npos);
+  const std::string other = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/README.md";
+  auto not_json = load_prefill_summary(other);
+  ASSERT_FALSE(not_json.ok());
+  EXPECT_NE(not_json.error().message().find("not the prefill.json"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvgate::bench

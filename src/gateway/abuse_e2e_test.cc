@@ -252,11 +252,23 @@ TEST(AbuseTest, PathTricksReachNothing) {
       {"POST", "/lora-adapters"},
       {"GET", "/v1/chat/completions%00.json"},
       {"POST", "/v1/chat/completions/..%2f..%2fslots"},
+      // The status page's assets and the inspector's routes.
+      {"GET", "/kvgate/assets/../../etc/passwd"},
+      {"GET", "/kvgate/assets/..%2F..%2Fsrc%2Fgateway%2Fgateway.cc"},
+      {"GET", "/kvgate/assets/"},
+      {"GET", "/kvgate/assets/status.html"},
+      {"GET", "/kvgate/assets/chart.min.js%00.html"},
+      {"POST", "/kvgate/assets/status.js"},
+      {"POST", "/"},
+      {"GET", "/kvgate/v1/sessions/..%2F..%2Fx/turns/1"},
+      {"GET", "/kvgate/v1/sessions/nobody/turns/99999999999999999999999"},
+      {"GET", "/kvgate/v1/sessions/nobody/turns/-1"},
+      {"GET", "/kvgate/v1/sessions/%00/turns"},
   };
   std::map<std::string, int> seen;
   for (const auto& [method, target] : tricks) {
     RawConnection c(front.port());
-    c.send(fmt::format("{} {} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}", method, target));
+    c.send(fmt::format("{} {} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}", method, target));
     const std::string answer = c.read_all(3s);
     const int status = status_of(answer);
     EXPECT_TRUE(status == 400 || status == 404 || status == 405) << method << " " << target << ": " << answer;

@@ -140,7 +140,8 @@ TEST(InputAbuseTest, MalformedBytesAndNumbersAre4xxNamingTheField) {
     EXPECT_EQ(post_bytes(front, "/v1/completions", body).status, 400) << body;
   }
   // Invalid UTF-8 in the path (percent-encoded and raw): a 404, never a 500.
-  for (const char* target : {"/%ff", "/%c0%80", "/kvgate/v1/sessions/%ff", "/kvgate/v1/sessions/%ff/compact"}) {
+  for (const char* target : {"/%ff", "/%c0%80", "/kvgate/v1/sessions/%ff", "/kvgate/v1/sessions/%ff/compact",
+                             "/kvgate/v1/sessions/%ff/turns/1", "/kvgate/assets/%ff"}) {
     const std::string method = std::string_view(target).ends_with("/compact") ? "POST" : "GET";
     auto [status, answer] = raw_request(
         front.port(), fmt::format("{} {} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", method, target));

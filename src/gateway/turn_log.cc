@@ -43,7 +43,8 @@ size_t first_difference(const std::string& a, const std::string& b) {
 }
 
 Excerpt excerpt(const std::string& text, size_t at, size_t context) {
-  const size_t start = util::utf8_ceil(text, at > context ? at - context : 0);
+  // min: in invalid UTF-8 (a long run of continuation bytes) the next boundary may lie past `at`.
+  const size_t start = std::min(at, util::utf8_ceil(text, at > context ? at - context : 0));
   const size_t end = util::utf8_floor(text, std::min(text.size(), at + context));
   return {.same = text.substr(start, at - start), .differs = at < end ? text.substr(at, end - at) : std::string()};
 }

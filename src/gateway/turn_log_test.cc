@@ -63,6 +63,16 @@ TEST(TurnLogTest, ExcerptsAreBoundedAndNeverSplitACharacter) {
   EXPECT_EQ(c.before.differs, "X\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC");
 }
 
+TEST(TurnLogTest, InvalidUtf8NeverStretchesAnExcerpt) {
+  // Found by turn_log_fuzz: texts that start with a continuation byte and differ at once (the
+  // next character boundary lay past the divergence, and the excerpt ran to the end).
+  const std::string rest(50, 'x');
+  const PrefixBreak b = locate_break(json::array({msg("user", "\x80" + rest)}), json::array({msg("user", "\x81" + rest)}), "", "", 10);
+  EXPECT_LE(b.before.same.size(), 10u);
+  EXPECT_LE(b.after.differs.size(), 10u);
+  EXPECT_EQ(b.before.same, b.after.same);
+}
+
 TEST(TurnLogTest, ToolCallsAndHiddenFieldsAreShown) {
   auto call = [](const std::string& args) {
     return json{{"role", "assistant"},

@@ -67,7 +67,8 @@ const dl = rows => h('dl', null, rows.map(([a, ...b]) => [h('dt', null, a), h('d
 const put = (id, ...kids) => { const e = $(id); e.className = e.className.replace(/\bmu\b/, ''); e.replaceChildren(...kids.flat(3).filter(x => x != null && x !== false)); return e; };
 const body = (sec, ...kids) => { const s = $(sec); s.replaceChildren(s.querySelector('h2'), ...kids.flat(3).filter(x => x != null && x !== false)); };
 const cssv = n => getComputedStyle(document.documentElement).getPropertyValue(n).trim();
-const hasChart = () => typeof window.Chart === 'function';
+// Chart.js 3 or later (the options below are its; an older one draws nothing rather than fail).
+const hasChart = () => typeof window.Chart === 'function' && parseInt(String(window.Chart.version || '0'), 10) >= 3;
 
 // ---- key and URL parameters (before any fetch) ----
 let KEY = null;
@@ -111,7 +112,12 @@ function onData(name, j) {
   st[name] = j; st.got[name] = true; st.err[name] = null;
   if (name === 'status') renderStatus(); else renderSessions();
   $('hupd').textContent = 'updated ' + fT(Date.now());
-  if (st.got.status && st.got.sessions && !st.err.status && !st.err.sessions) { $('banner').hidden = true; B.dataset.state = 'ready'; }
+  if (st.got.status && st.got.sessions && !st.err.status && !st.err.sessions) {
+    $('banner').hidden = true;
+    // ms from navigation to the first page with its data (measured by scripts/status-page-bench.sh)
+    if (B.dataset.state !== 'ready' && !B.dataset.readyMs) B.dataset.readyMs = String(Math.round(performance.now()));
+    B.dataset.state = 'ready';
+  }
 }
 function onFail(name, e) {
   if (e && e.auth) return;
@@ -176,7 +182,7 @@ function spark(cell, sid, turns) {
     const chart = new Chart(c, {type: 'line', data: {labels: data.map((_, i) => i), datasets: [{data, borderColor: cssv('--ac'), borderWidth: 1.5,
       pointRadius: rad, pointBackgroundColor: cssv('--bad'), pointBorderWidth: 0, tension: 0, fill: false}]},
       options: {animation: false, responsive: false, events: [], layout: {padding: 3},
-        plugins: {legend: {display: false}, tooltip: {enabled: false}}, scales: {x: {display: false}, y: {display: false, min: 0, max: 1}}}});
+        plugins: {legend: {display: false}, tooltip: {enabled: false}}, scales: {x: {display: false}, y: {display: false, min: -0.08, max: 1.08}}}});
     sparks.set(sid, s = {c, chart, sig});
   } else {
     cell.append(s.c);
@@ -230,13 +236,13 @@ function renderStatus() {
         h('tbody', null, comps.map((c, i) => h('tr', {'data-component': str(c.name)},
           h('td', null, h('span', {class: 'sw', style: 'background:' + col(i)}), COMP[c.name] || str(c.name)),
           V('planned_bytes', c.planned_bytes, fB, 'td', 'n'),
-          V('reported_bytes', c.reported_bytes, fB, 'td', 'n' + (num(c.reported_bytes) && num(c.planned_bytes) && c.reported_bytes > c.planned_bytes ? ' over' : ''))))))),
+          V('reported_bytes', c.reported_bytes, fB, 'td', 'n' + (num(c.reported_bytes) && num(c.planned_bytes) && c.reported_bytes > c.planned_bytes * 1.01 + 65536 ? ' over' : ''))))))),
       dl([['Context', V('memory.n_ctx', m.n_ctx, fI), ' tokens'], ['Per slot', V('memory.n_ctx_slot', m.n_ctx_slot, fI), ' tokens'],
         ['Slots', V('memory.slots', m.slots, fI)], ['Unified memory', V('memory.unified_memory', m.unified_memory, YN)]]));
   }
   // slots
   const sl = arr(s.slots).filter(obj), busy = sl.filter(x => x.session != null && x.session !== '').length;
-  body('slots', sl.length ? [h('div', {class: 'mu sm'}, busy + ' of ' + sl.length + ' busy'),
+  body('slots', sl.length ? [h('div', {class: 'mu sm'}, busy + ' of ' + sl.length + ' held by a conversation'),
     h('ul', {class: 'slots'}, sl.map(x => {
       const sid = x.session == null ? '' : str(x.session);
       return h('li', {'data-slot': str(x.id), 'data-v': sid}, h('span', null, 'Slot ', str(x.id)),
@@ -251,7 +257,7 @@ function renderStatus() {
       tile('admitted', V('queue.admitted', q.admitted, fI)), tile('longest wait', V('queue.longest_wait_ms', q.longest_wait_ms, fMs))),
     dl([['Refused: queue full', V('queue.refused_queue_full', q.refused_queue_full, fI)], ['Refused: timeout', V('queue.refused_timeout', q.refused_timeout, fI)],
       ['Client gone', V('queue.client_gone', q.client_gone, fI)], ['Mean hold', V('queue.mean_hold_ms', q.mean_hold_ms, fMs)],
-      ['Max wait', V('queue.max_wait_ms', q.max_wait_ms, fMs)], ['Per conversation', V('queue.max_waiting_per_session', q.max_waiting_per_session, fI), ' waiting max']]),
+      ['Wait limit', V('queue.max_wait_ms', q.max_wait_ms, fMs)], ['Per conversation', V('queue.max_waiting_per_session', q.max_waiting_per_session, fI), ' waiting max']]),
     h('h3', null, 'Errors'),
     ek.length ? h('table', null, TH(['Kind', 'Count'], 1),
       h('tbody', null, ek.map(k => h('tr', {'data-error': k}, h('td', {class: 'id'}, k), V('count', errs[k], fI, 'td', 'n')))))
@@ -272,7 +278,7 @@ function renderStatus() {
     {x: {ticks: {maxTicksLimit: 4, maxRotation: 0}, grid: {display: false}},
       y: {position: 'left', beginAtZero: true, title: {display: true, text: 'tok/s'}},
       y1: {position: 'right', beginAtZero: true, grid: {drawOnChartArea: false}, title: {display: true, text: 'TTFT ms'}}},
-    rec.map(r => num(r.ts) ? new Date(r.ts).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'}) : ''));
+    rec.map(r => num(r.ts) ? new Date(r.ts).toLocaleTimeString([], {hour: '2-digit', minute: '2-digit', second: '2-digit'}) : ''));
   const bp = obj(s.bench_prefill), pts = bp ? arr(bp.points).filter(p => obj(p) && num(p.tokens) && p.tokens > 0) : [];
   const cl = bp ? obj(bp.cliff) || {} : {};
   put('bp-body', bp ? [h('h3', null, 'Prefill benchmark'),
