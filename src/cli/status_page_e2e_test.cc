@@ -224,6 +224,23 @@ TEST_F(StatusPageE2eTest, PanelsShowWhatTheStatusSaysWhileATraceReplays) {
       EXPECT_EQ(value_of(dom, k, row), raw(s[k])) << s["id"] << " " << k;
     }
   }
+  // The trace outgrows the 6,144-token watermark of an 8K context: its compaction is a turn
+  // whose prefix broke for that cause, with the compaction's figures.
+  size_t compacted = 0;
+  for (const auto& s : sessions["data"]) {
+    if (s["compaction_history"].empty()) continue;
+    ++compacted;
+    const json turns = get_json("/kvgate/v1/sessions/" + s["id"].get<std::string>() + "/turns");
+    bool found = false;
+    for (const auto& t : turns["data"]) {
+      if (t["break"].is_object() && t["break"]["cause"] == "compaction" && !t["compactions"].empty()) {
+        found = true;
+        EXPECT_EQ(t["compactions"][0]["tokens_before"], s["compaction_history"][0]["tokens_before"]);
+      }
+    }
+    EXPECT_TRUE(found) << turns.dump();
+  }
+  EXPECT_EQ(compacted, 1u);
   // The prefill benchmark given with --prefill-report: its cliff and safe cap.
   EXPECT_EQ(status["bench_prefill"]["cliff"]["cliff_tokens"], 32768);
   EXPECT_EQ(value_of(dom, "bench_prefill.cliff.cliff_tokens"), "32768");
