@@ -8,6 +8,7 @@ std::span<const Command> commands() {
       {"plan", "memory plan (weights, KV, recurrent state, compute) against a budget", run_plan},
       {"doctor", "verify a server startup log against the plan", run_doctor},
       {"up", "plan, launch and verify the engine, serve the gateway", run_up},
+      {"serve", "the gateway in front of a llama-server kvgate did not start", run_serve},
       {"bench", "prefill curve, trace replay, gateway overhead", run_bench},
       {"synth", "write GGUF models with random weights for tests and demos", run_synth},
       {"unit", "service files (systemd, supervisor)", run_unit},

@@ -28,6 +28,7 @@ int run_plan(int argc, char** argv);
 int run_doctor(int argc, char** argv);
 int run_synth(int argc, char** argv);
 int run_up(int argc, char** argv);
+int run_serve(int argc, char** argv);
 int run_unit(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_engine(int argc, char** argv);

@@ -27,6 +27,7 @@
 #include "bench/prefill.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/gateway_setup.h"
 #include "cli/up_options.h"
 #include "device/facts.h"
 #include "engine/instance_lock.h"
@@ -331,42 +332,15 @@ int run_up(int argc, char** argv) {
   // 4. The gateway. It listens before the engine starts: a port held by another process is
   // an error, never a silent move to another port (this process holds the lock, so it is
   // not another kvgate up).
-  gateway::GatewayOptions go;
-  go.api_keys = cfg.api_keys;
-  go.slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel));
-  go.max_sessions = cfg.max_sessions;
-  go.thinking.default_on = cfg.thinking;
-  go.compaction = cfg.compaction;
-  go.keepalive = std::chrono::milliseconds(cfg.keepalive.count());
-  go.model_name = settings.alias.value_or(model->filename().string());
-  go.engine_fork = caps.fork;
-  go.context_tokens = memory->n_ctx_slot;
-  go.max_messages = cfg.max_messages;
-  go.max_token_bytes = longest_token_bytes(*gguf_file);
-  go.count_time_limit = cfg.count_timeout;
-  go.compaction_options.time_limit = cfg.compaction_timeout;
-  go.compaction_options.summary_prompt_limit = memory->n_ctx_slot;
-  const uint64_t high = cfg.high_watermark && cfg.high_watermark->tokens ? *cfg.high_watermark->tokens
-                        : cfg.high_watermark && cfg.high_watermark->fraction
-                            ? static_cast<uint64_t>(static_cast<double>(memory->n_ctx_slot) * *cfg.high_watermark->fraction)
-                            : plan::safe_cap(memory->n_ctx_slot);
-  go.high_watermark_tokens = high;
-  if (cfg.low_watermark && cfg.low_watermark->tokens) {
-    go.low_watermark_fraction = std::min(1.0, static_cast<double>(*cfg.low_watermark->tokens) / static_cast<double>(high));
-  } else if (cfg.low_watermark && cfg.low_watermark->fraction) {
-    go.low_watermark_fraction = *cfg.low_watermark->fraction;
-  }
-  // Engines that can shift cached chunks keep the retained messages cached when the summary
-  // follows them (mainline --cache-reuse, attention-only models).
-  go.compaction_options.summary_after_tail = shifts;
+  gateway::GatewayOptions go = gateway_options(cfg, {.n_ctx_slot = memory->n_ctx_slot,
+                                                      .slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel)),
+                                                      .fork = caps.fork,
+                                                      .max_token_bytes = longest_token_bytes(*gguf_file),
+                                                      .shifts = shifts,
+                                                      .model_name = settings.alias.value_or(model->filename().string())});
   go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
   go.on_requests_failing = [&supervisor](const std::string& what) { supervisor.report_requests_failing(what); };
-  go.admission.max_active = cfg.max_inflight.value_or(0);  // 0: the slots
-  go.admission.max_waiting = cfg.max_queue;
-  go.admission.max_wait = cfg.queue_timeout;
   go.kv = *kv;
-  go.min_upstream_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.upstream_timeout);
-  go.generation_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.generation_timeout);
   auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
     const auto st = supervisor.status();
     gateway::EngineEndpoint ep;
@@ -478,7 +452,7 @@ int run_up(int argc, char** argv) {
         say("startup log: not checked (no verifier available)");
       }
       say(fmt::format("gateway: {}/v1  ({}; compaction {} at {} tokens{})", gateway_url, state_note,
-                      go.compaction ? "on" : "off", high, cfg.api_key ? "; clients send --api-key" : ""));
+                      go.compaction ? "on" : "off", go.high_watermark_tokens.value_or(0), cfg.api_key ? "; clients send --api-key" : ""));
       std::fflush(stderr);
     }
   }

@@ -79,12 +79,34 @@ constexpr UpOptionInfo kOptions[] = {
     {"prefill-report", "the prefill.json of a `kvgate bench prefill` run, shown on the status page"},
 };
 
-bool known(std::string_view name) {
+// `kvgate serve` runs the gateway only: these options of the table, and its own.
+constexpr std::string_view kServeNames[] = {
+    "listen", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
+    "high-watermark", "low-watermark", "max-body", "max-sessions", "keepalive", "max-inflight", "max-queue",
+    "queue-timeout", "upstream-timeout", "generation-timeout", "max-messages", "count-timeout",
+    "compaction-timeout", "prefill-report"};
+constexpr UpOptionInfo kServeOnly[] = {
+    {"upstream", "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or ik_llama.cpp)"},
+    {"upstream-key", "the API key that server wants (its --api-key)"},
+};
+
+bool in_set(std::string_view name, OptionSet set) {
+  if (set == OptionSet::kServe) {
+    for (auto n : kServeNames) {
+      if (n == name) return true;
+    }
+    for (const auto& o : kServeOnly) {
+      if (o.name == name) return true;
+    }
+    return false;
+  }
   for (const auto& o : kOptions) {
     if (o.name == name) return true;
   }
   return false;
 }
+
+bool known(std::string_view name, OptionSet set = OptionSet::kUp) { return in_set(name, set); }
 
 template <typename T>
 Result<T> number(const std::string& name, const std::string& v, T min, T max) {
@@ -106,11 +128,17 @@ Result<bool> on_off(const std::string& name, const std::string& v) {
 
 std::span<const UpOptionInfo> up_option_table() { return kOptions; }
 
-void add_up_options(CLI::App& app, UpOptions& options) {
-  app.add_option("model", options.model,
-                 "GGUF model (default: the built-in default model, written when missing)");
+void add_up_options(CLI::App& app, UpOptions& options, OptionSet set) {
+  if (set == OptionSet::kUp) {
+    app.add_option("model", options.model, "GGUF model (default: the built-in default model, written when missing)");
+  }
   app.add_option("--config", options.config, "JSON file with these options (the command line wins)");
+  std::vector<UpOptionInfo> table;
   for (const auto& o : kOptions) {
+    if (in_set(o.name, set)) table.push_back(o);
+  }
+  if (set == OptionSet::kServe) table.insert(table.end(), std::begin(kServeOnly), std::end(kServeOnly));
+  for (const auto& o : table) {
     const std::string name(o.name);
     std::string spelling = "--" + name;
     if (!o.aliases.empty()) spelling += "," + std::string(o.aliases);
@@ -125,7 +153,7 @@ void add_up_options(CLI::App& app, UpOptions& options) {
   }
 }
 
-Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options) {
+Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options, OptionSet set) {
   const auto doc = nlohmann::json::parse(json, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return Error(fmt::format("{}: not a JSON object", origin));
   for (const auto& [raw_key, value] : doc.items()) {
@@ -143,12 +171,13 @@ Status merge_config_json(std::string_view json, std::string_view origin, UpOptio
     } else {
       return Error(fmt::format("{}: \"{}\" must be a string, number or boolean", origin, raw_key));
     }
-    if (key == "model") {
+    if (key == "model" && set == OptionSet::kUp) {
       if (!options.model) options.model = text;
     } else if (key == "config") {
       return Error(fmt::format("{}: a config file cannot name another config file", origin));
-    } else if (!known(key)) {
-      return Error(fmt::format("{}: unknown option \"{}\" (kvgate up --help lists them)", origin, raw_key));
+    } else if (!known(key, set)) {
+      const char* command = set == OptionSet::kUp ? "up" : "serve";
+      return Error(fmt::format("{}: unknown option \"{}\" (kvgate {} --help lists them)", origin, raw_key, command));
     } else if (!options.values.count(key)) {
       options.values[key] = text;
     }
@@ -156,12 +185,12 @@ Status merge_config_json(std::string_view json, std::string_view origin, UpOptio
   return {};
 }
 
-Status merge_config_file(const std::string& path, UpOptions& options) {
+Status merge_config_file(const std::string& path, UpOptions& options, OptionSet set) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot read config file '{}'", path));
   std::stringstream ss;
   ss << in.rdbuf();
-  return merge_config_json(ss.str(), path, options);
+  return merge_config_json(ss.str(), path, options, set);
 }
 
 std::vector<std::string> to_up_args(const UpOptions& options) {
@@ -373,6 +402,10 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
       c.state_dir = v;
     } else if (name == "prefill-report") {
       c.prefill_report = v;
+    } else if (name == "upstream") {
+      c.upstream = v;
+    } else if (name == "upstream-key") {
+      c.upstream_key = v;
     } else if (name == "kv-disk") {
       auto b = util::parse_bytes(v);
       if (!b) return Error(fmt::format("--kv-disk '{}': {}", v, b.error().message()));

@@ -41,13 +41,20 @@ struct UpOptions {
   std::map<std::string, std::string> values;  // option name → value as given
 };
 
-// Registers the model positional, --config and every option of the table on `app`.
-void add_up_options(CLI::App& app, UpOptions& options);
+// Whose options: `kvgate up` (and `kvgate unit`) take the whole table; `kvgate serve` (the
+// gateway in front of a server it did not start) the gateway's options only, --upstream and
+// --upstream-key, and no model.
+enum class OptionSet { kUp, kServe };
 
-// Fills the options the command line left unset from the JSON config file.
-Status merge_config_file(const std::string& path, UpOptions& options);
+// Registers the model positional (up), --config and every option of the set on `app`.
+void add_up_options(CLI::App& app, UpOptions& options, OptionSet set = OptionSet::kUp);
+
+// Fills the options the command line left unset from the JSON config file; keys outside the
+// set are errors.
+Status merge_config_file(const std::string& path, UpOptions& options, OptionSet set = OptionSet::kUp);
 // The same for a JSON text (for tests); `origin` names it in errors.
-Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options);
+Status merge_config_json(std::string_view json, std::string_view origin, UpOptions& options,
+                         OptionSet set = OptionSet::kUp);
 
 // The arguments after `kvgate up` that reproduce `options` (model first, then --config,
 // then the options in table order).
@@ -86,6 +93,8 @@ struct UpConfig {
   // The gateway.
   std::optional<std::string> state_dir;  // "none": sessions in memory only
   std::optional<std::string> prefill_report;  // a bench prefill.json for the status page
+  std::optional<std::string> upstream;        // kvgate serve: the server's URL
+  std::optional<std::string> upstream_key;    // and its key
   // Conversations' saved engine state (gateway/kv_keeper.h): the disk it may take (unset: a
   // share of the free space; 0: off) and the growth after which a turn saves (unset: measured).
   std::optional<uint64_t> kv_disk;

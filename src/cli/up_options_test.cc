@@ -98,6 +98,28 @@ TEST(UpOptionsTest, ConfigFileFillsWhatTheCommandLineLeftOpen) {
   EXPECT_FALSE(merge_config_file("/nonexistent/kvgate.json", p).ok());
 }
 
+TEST(UpOptionsTest, ServeTakesTheGatewayOptionsAndItsUpstreamOnly) {
+  UpOptions s;
+  ASSERT_TRUE(merge_config_json(R"({"upstream": "http://box:8080", "upstream_key": "k", "listen": "127.0.0.1:9000",
+                                   "high-watermark": "50%", "compaction": false})",
+                                "serve.json", s, OptionSet::kServe)
+                  .ok());
+  auto c = resolve_up_options(s);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->upstream, "http://box:8080");
+  EXPECT_EQ(c->upstream_key, "k");
+  EXPECT_EQ(c->listen.port, 9000);
+  EXPECT_FALSE(c->compaction);
+  UpOptions engine;
+  auto ctx = merge_config_json(R"({"ctx": 4096})", "serve.json", engine, OptionSet::kServe);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_EQ(ctx.error().message(), "serve.json: unknown option \"ctx\" (kvgate serve --help lists them)");
+  UpOptions model;
+  EXPECT_FALSE(merge_config_json(R"({"model": "m.gguf"})", "serve.json", model, OptionSet::kServe).ok());
+  UpOptions up;
+  EXPECT_FALSE(merge_config_json(R"({"upstream": "http://box:8080"})", "up.json", up).ok());  // up starts its own
+}
+
 TEST(UpOptionsTest, ArgumentsRoundTrip) {
   const UpOptions a = parse({"/m.gguf", "--ctx", "8k", "--swa-full", "--no-kvu", "--api-key", "k k", "--ngl",
                              "all", "--config", "/etc/kvgate.json"});

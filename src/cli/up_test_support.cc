@@ -20,10 +20,10 @@ bool process_alive(pid_t pid) {
   return paren != std::string::npos && paren + 2 < s.size() && s[paren + 2] != 'Z';
 }
 
-UpProcess::UpProcess(std::vector<std::string> args, std::vector<std::string> prefix) {
+UpProcess::UpProcess(std::vector<std::string> args, std::vector<std::string> prefix, std::string command) {
   std::vector<std::string> argv = std::move(prefix);
   argv.push_back(kvgate_binary());
-  argv.push_back("up");
+  argv.push_back(std::move(command));
   argv.insert(argv.end(), args.begin(), args.end());
   auto p = util::Subprocess::spawn({.argv = argv, .on_line = [this](std::string_view l) {
                                       std::lock_guard lock(mu_);

@@ -28,8 +28,9 @@ bool process_alive(pid_t pid);
 
 class UpProcess {
  public:
-  // Runs `prefix... kvgate up args...` (prefix: e.g. unshare for a private mount namespace).
-  explicit UpProcess(std::vector<std::string> args, std::vector<std::string> prefix = {});
+  // Runs `prefix... kvgate COMMAND args...` (prefix: e.g. unshare for a private mount
+  // namespace; COMMAND: up, or serve).
+  explicit UpProcess(std::vector<std::string> args, std::vector<std::string> prefix = {}, std::string command = "up");
   ~UpProcess();
   UpProcess(const UpProcess&) = delete;
   UpProcess& operator=(const UpProcess&) = delete;

@@ -1,0 +1,310 @@
+// kvgate serve: the whole gateway — sessions, stabiliser, compaction, overflow retry, rescue,
+// durable sessions, metrics, the status page — in front of a llama-server kvgate did not start
+// (under systemd, supervisord, Docker, on another box):
+//
+//   kvgate serve --upstream http://HOST:PORT [--upstream-key KEY] [--listen ADDR] [gateway options]
+//
+// At start it waits for the server's /health, learns from /props what the gateway needs (the
+// context per slot and the slots, mainline or ik_llama.cpp, its build and model;
+// gateway/upstream_facts.h) and checks /apply-template for exact token counts, and says what it
+// found and what it could not. It then watches /health: while the server does not answer,
+// requests wait (up to 30 s) and then get 503 with Retry-After; when it answers again after an
+// outage its cache is taken as lost (it may have restarted). What only `kvgate up` can do is
+// off: the plan and its verification, restarts, saved engine state (the server would need
+// --slot-save-path in a folder kvgate owns).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "bench/prefill.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/gateway_setup.h"
+#include "cli/up_options.h"
+#include "engine/instance_lock.h"
+#include "engine/pinned.h"
+#include "gateway/gateway.h"
+#include "gateway/http_server.h"
+#include "gateway/upstream_facts.h"
+#include "util/net.h"
+#include "util/private_files.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+void say(const std::string& line) { std::fprintf(stderr, "kvgate serve: %s\n", line.c_str()); }
+
+struct UpstreamUrl {
+  std::string host;
+  uint16_t port = 0;
+  std::string text() const { return fmt::format("http://{}:{}", host, port); }
+};
+
+// "http://HOST:PORT" (a trailing "/" allowed); plain HTTP only.
+Result<UpstreamUrl> parse_upstream_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind("https://", 0) == 0) {
+    return Error(fmt::format("--upstream {}: https is not supported; serve next to the server, or through a tunnel", url));
+  }
+  if (url.rfind(scheme, 0) != 0) return Error(fmt::format("--upstream '{}': expected http://HOST:PORT", url));
+  std::string rest = url.substr(scheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (rest.find('/') != std::string::npos) {
+    return Error(fmt::format("--upstream {}: give the server's address without a path (http://HOST:PORT)", url));
+  }
+  auto addr = parse_listen(rest);
+  if (!addr || rest.find(':') == std::string::npos) {
+    return Error(fmt::format("--upstream '{}': expected http://HOST:PORT", url));
+  }
+  return UpstreamUrl{addr->host, addr->port};
+}
+
+httplib::Client client_for(const UpstreamUrl& u, const std::string& key, std::chrono::milliseconds timeout) {
+  httplib::Client c(u.host, u.port);
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(timeout - s);
+  c.set_connection_timeout(s.count(), static_cast<time_t>(us.count()));
+  c.set_read_timeout(s.count(), static_cast<time_t>(us.count()));
+  if (!key.empty()) c.set_bearer_token_auth(key);
+  return c;
+}
+
+// What the server says of itself, and whether it renders chat templates for exact counts.
+struct Learned {
+  gateway::UpstreamFacts facts;
+  bool exact_counts = false;
+};
+
+Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std::chrono::seconds wait) {
+  auto c = client_for(u, key, std::chrono::seconds(10));
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  bool told = false;
+  for (;;) {
+    auto h = c.Get("/health");
+    if (h && h->status == 200) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Error(fmt::format("{} did not answer GET /health with 200 within {} s ({})", u.text(), wait.count(),
+                               h ? fmt::format("last answer {}", h->status) : httplib::to_string(h.error())));
+    }
+    if (!told) say(fmt::format("waiting for {} to answer /health ...", u.text()));
+    told = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  Learned l;
+  auto props = c.Get("/props");
+  if (props && props->status == 401) return Error(fmt::format("{} refused the key (401): give --upstream-key", u.text()));
+  l.facts = gateway::read_props(props && props->status == 200 ? json::parse(props->body, nullptr, false) : json());
+  const json probe = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  auto rendered = c.Post("/apply-template", probe.dump(), "application/json");
+  l.exact_counts = rendered && rendered->status == 200 && rendered->body.find("\"prompt\"") != std::string::npos;
+  return l;
+}
+
+// Probes the server's /health and keeps its state for the gateway's endpoint provider.
+class UpstreamWatch {
+ public:
+  UpstreamWatch(UpstreamUrl url, std::string key, std::chrono::milliseconds interval, std::chrono::milliseconds timeout)
+      : url_(std::move(url)), key_(std::move(key)), interval_(interval), timeout_(timeout) {}
+  ~UpstreamWatch() { stop(); }
+
+  // `on_back`: called (on the watch's thread) when the server answers again after an outage.
+  void start(std::function<void()> on_back) {
+    thread_ = std::thread([this, on_back = std::move(on_back)] { run(on_back); });
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void probe_now() { cv_.notify_all(); }
+  gateway::EngineEndpoint endpoint() const {
+    gateway::EngineEndpoint ep;
+    ep.host = url_.host;
+    ep.port = url_.port;
+    ep.api_key = key_;
+    ep.available = up_.load();
+    ep.state = ep.available ? "ready" : "unreachable";
+    ep.retry_after_s = static_cast<int>(std::max<int64_t>(1, interval_.count() / 1000));
+    return ep;
+  }
+  int outages() const { return outages_.load(); }
+
+ private:
+  void run(const std::function<void()>& on_back) {
+    auto c = client_for(url_, key_, timeout_);
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      lock.unlock();
+      auto r = c.Get("/health");
+      const bool ok = r && r->status == 200;
+      const bool was = up_.exchange(ok);
+      if (was && !ok) {
+        ++outages_;
+        say(fmt::format("{} is not answering /health ({}): requests wait for it", url_.text(),
+                        r                                           ? fmt::format("HTTP {}", r->status)
+                        : r.error() == httplib::Error::Connection ? std::string("no connection")
+                                                                    : httplib::to_string(r.error())));
+      } else if (!was && ok) {
+        say(fmt::format("{} answers again: its cache is taken as lost", url_.text()));
+        on_back();
+      }
+      lock.lock();
+      cv_.wait_for(lock, ok ? interval_ : std::min<std::chrono::milliseconds>(interval_, std::chrono::seconds(1)),
+                   [this] { return stopping_; });
+    }
+  }
+
+  const UpstreamUrl url_;
+  const std::string key_;
+  const std::chrono::milliseconds interval_, timeout_;
+  std::atomic<bool> up_{true};
+  std::atomic<int> outages_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+std::string describe(const gateway::UpstreamFacts& f) {
+  std::string fork = !f.fork ? "a server of unknown fork" : *f.fork == plan::Fork::kIk ? "ik_llama.cpp" : "mainline llama.cpp";
+  if (!f.build.empty()) fork += " " + f.build;
+  const std::string slots = f.slots ? fmt::format("{} slot{}", *f.slots, *f.slots == 1 ? "" : "s") : "slots unknown";
+  const std::string ctx = f.n_ctx_slot ? fmt::format("{} tokens each", *f.n_ctx_slot) : "context unknown";
+  return fmt::format("{}, {} of {}{}", fork, slots, ctx, f.model.empty() ? "" : ", model " + f.model);
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  CLI::App app{"Serve the gateway in front of a llama-server kvgate did not start.", "kvgate serve"};
+  UpOptions options;
+  add_up_options(app, options, OptionSet::kServe);
+  if (auto code = parse_args(app, argc, argv)) return *code;
+  auto fail = [](const std::string& msg, int code = kExitFailure) {
+    say(msg);
+    return code;
+  };
+  if (options.config) {
+    if (auto st = merge_config_file(*options.config, options, OptionSet::kServe); !st) {
+      return fail(st.error().message(), kExitUsage);
+    }
+  }
+  auto resolved = resolve_up_options(options);
+  if (!resolved) return fail(resolved.error().message(), kExitUsage);
+  UpConfig cfg = std::move(*resolved);
+  if (!cfg.upstream) return fail("give --upstream http://HOST:PORT: the server to serve", kExitUsage);
+  auto url = parse_upstream_url(*cfg.upstream);
+  if (!url) return fail(url.error().message(), kExitUsage);
+  if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
+    return fail(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                            cfg.listen.host),
+                kExitUsage);
+  }
+  const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
+  const std::string who = fmt::format("kvgate serve (pid {}) in front of {} on http://{}", ::getpid(), url->text(), listen);
+  // One gateway per server: two would give the same slots to different conversations.
+  auto lock = engine::InstanceLock::acquire({"listen " + listen, "upstream " + url->text()}, who);
+  if (!lock) return fail(lock.error().message());
+
+  auto learned = learn_upstream(*url, cfg.upstream_key.value_or(""), std::chrono::seconds(120));
+  if (!learned) return fail(learned.error().message());
+  const gateway::UpstreamFacts& facts = learned->facts;
+  say(fmt::format("upstream: {}: {}", url->text(), describe(facts)));
+  if (!facts.unknown.empty()) {
+    std::string what;
+    for (const auto& u : facts.unknown) what += (what.empty() ? "" : ", ") + u;
+    say(fmt::format("its /props does not say: {}{}", what,
+                    facts.n_ctx_slot ? "" : "; without the context, compaction waits for the server to refuse a "
+                                            "prompt as too long, then compacts and retries"));
+  }
+  say(learned->exact_counts ? "token counts: exact (the server's /apply-template and /tokenize)"
+                            : "token counts: the server has no /apply-template; compaction relies on its own "
+                              "reports and on its refusals");
+
+  gateway::GatewayOptions go = gateway_options(
+      cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
+            .slots = facts.slots.value_or(1),
+            .fork = facts.fork.value_or(plan::Fork::kMainline),
+            .max_token_bytes = 0,
+            .shifts = false,  // its --cache-reuse is not known
+            .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
+  if (!facts.n_ctx_slot) go.context_tokens.reset();
+  go.count_tokens = learned->exact_counts;
+  if (cfg.prefill_report) {
+    auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
+    if (!prefill) return fail("--prefill-report " + prefill.error().message(), kExitUsage);
+    go.bench_prefill = std::move(*prefill);
+  }
+  UpstreamWatch watch(*url, cfg.upstream_key.value_or(""), cfg.timing.health_interval, cfg.timing.probe_timeout);
+  go.on_engine_failure = [&watch](const std::string&) { watch.probe_now(); };
+  go.engine_report = [&watch, &facts, text = url->text()] {
+    const auto ep = watch.endpoint();
+    return json{{"engine",
+                 {{"state", ep.state},
+                  {"upstream", text},
+                  {"fork", facts.fork ? json(plan::fork_name(*facts.fork)) : json(nullptr)},
+                  {"build", facts.build.empty() ? json(nullptr) : json(facts.build)},
+                  {"model", facts.model},
+                  {"outages", watch.outages()}}}};
+  };
+  auto upstream = std::make_shared<gateway::HttpUpstream>([&watch] { return watch.endpoint(); });
+  gateway::Gateway gw(go, upstream);
+  std::string state_note = "sessions in memory only";
+  if (cfg.state_dir.value_or("") != "none") {
+    const fs::path dir = cfg.state_dir ? fs::path(*cfg.state_dir)
+                                       : engine::cache_root() / "state" / fmt::format("serve-{}-{}", cfg.listen.host, cfg.listen.port);
+    if (auto st = util::make_private_dir(dir); !st) return fail(st.error().message());
+    if (auto st = gw.open_store(dir / "sessions.db"); !st) return fail(st.error().message());
+    state_note = "sessions kept in " + (dir / "sessions.db").string();
+  }
+  watch.start([&gw] { gw.on_engine_restart(); });
+
+  gateway::HttpServerOptions http;
+  http.host = cfg.listen.host;
+  http.port = cfg.listen.port;
+  http.max_body_bytes = cfg.max_body_bytes;
+  http.head_check = [&gw](const gateway::HttpRequest& head) { return gw.check_head(head); };
+  gateway::HttpServer front(http, [&gw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) { gw.handle(r, w); });
+  if (auto st = front.start(); !st) return fail(st.error().message());
+  say(fmt::format("gateway: http://{}:{}/v1  ({}; compaction {}{}; saved engine state off: the server is not kvgate's)",
+                  cfg.listen.host, front.port(), state_note, go.compaction ? "on" : "off",
+                  go.high_watermark_tokens && *go.high_watermark_tokens > 0
+                      ? fmt::format(" at {} tokens", *go.high_watermark_tokens)
+                      : std::string()));
+  std::fflush(stderr);
+  siginfo_t info{};
+  for (;;) {
+    const int sig = ::sigwaitinfo(&stop_signals, &info);
+    if (sig > 0) {
+      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+      break;
+    }
+  }
+  front.stop();
+  watch.stop();
+  return kExitOk;
+}
+
+}  // namespace kvgate::cli

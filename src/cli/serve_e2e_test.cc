@@ -1,0 +1,208 @@
+// `kvgate serve` end to end: the real kvgate binary in front of a pinned llama-server the test
+// starts itself (as systemd or supervisord would), never one kvgate launched. A recorded agent
+// trace replayed through it has no failed turn and recomputes no more than the same replay
+// through `kvgate up` on the same model and context; the server going away and coming back
+// costs the waiting request a 503 with Retry-After at most, never a hang; bad upstreams and
+// options are clear errors.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/trace.h"
+#include "cli/up_test_support.h"
+#include "engine/pinned.h"
+#include "gguf/file.h"
+#include "gguf/synth.h"
+#include "util/net.h"
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* const kEngineKey = "engine-key-for-serve";
+
+struct ReplayFigures {
+  int turns = 0;
+  int failed = 0;
+  uint64_t prompt = 0;
+  uint64_t cached = 0;
+  double prefilled_ratio() const { return prompt ? static_cast<double>(prompt - cached) / static_cast<double>(prompt) : 1; }
+};
+
+ReplayFigures replay(uint16_t port, const bench::Trace& trace) {
+  ReplayFigures f;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  for (json body : trace.turns) {
+    body["max_tokens"] = 16;
+    body["stream"] = false;
+    ++f.turns;
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    if (!r || r->status != 200) {
+      ++f.failed;
+      continue;
+    }
+    const json j = json::parse(r->body, nullptr, false);
+    const json u = j.value("usage", json::object());
+    f.prompt += u.value("prompt_tokens", uint64_t{0});
+    f.cached += u.value("prompt_tokens_details", json::object()).value("cached_tokens", uint64_t{0});
+  }
+  return f;
+}
+
+class ServeE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("kvgate_serve_e2e_{}_{}", ::getpid(),
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto vocab_path = engine::vocab_file("qwen2");
+    ASSERT_TRUE(vocab_path.ok());
+    auto vocab = gguf::File::open(*vocab_path);
+    ASSERT_TRUE(vocab.ok());
+    model_ = dir_ / "m.gguf";
+    ASSERT_TRUE(gguf::synthesize(*gguf::synth_defaults("qwen3"), &*vocab, model_).ok());
+  }
+  void TearDown() override {
+    if (engine_) engine_->stop();
+    fs::remove_all(dir_);
+  }
+
+  static uint16_t free_port() {
+    auto p = util::pick_free_port();
+    EXPECT_TRUE(p.ok());
+    return p.ok() ? *p : 0;
+  }
+
+  // The pinned llama-server with the settings `kvgate up --ctx 8192` gives it.
+  void start_engine(uint16_t port) {
+    auto server = engine::resolve_server();
+    ASSERT_TRUE(server.ok()) << server.error().message();
+    std::vector<std::string> argv = {server->string(), "-m", model_.string(), "-c", "8192", "-np", "1", "-ngl", "0",
+                                     "--cache-reuse", "256", "--no-context-shift", "--jinja", "-t", "2",
+                                     "--host", "127.0.0.1", "--port", std::to_string(port), "--api-key", kEngineKey};
+    auto p = util::Subprocess::spawn({.argv = argv, .on_line = [](std::string_view) {}});
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    engine_ = std::move(*p);
+  }
+
+  fs::path dir_;
+  fs::path model_;
+  std::unique_ptr<util::Subprocess> engine_;
+};
+
+TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
+  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "../shared/traces/agent-timestamp.jsonl", 12);
+  ASSERT_TRUE(trace.ok()) << trace.error().message();
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port);
+  const uint16_t serve_port = free_port();
+  ReplayFigures via_serve;
+  {
+    testing::UpProcess serve({"--upstream", fmt::format("http://127.0.0.1:{}", engine_port), "--upstream-key",
+                              kEngineKey, "--listen", fmt::format("127.0.0.1:{}", serve_port), "--state-dir", "none"},
+                             {}, "serve");
+    ASSERT_TRUE(serve.wait_ready()) << serve.output();
+    const std::string out = serve.output();
+    EXPECT_NE(out.find("mainline llama.cpp b"), std::string::npos) << out;
+    EXPECT_NE(out.find("1 slot of 8192 tokens each"), std::string::npos) << out;
+    EXPECT_NE(out.find("token counts: exact"), std::string::npos) << out;
+    via_serve = replay(serve_port, *trace);
+    httplib::Client c("127.0.0.1", serve_port);
+    auto status = c.Get("/kvgate/v1/status");
+    ASSERT_TRUE(status && status->status == 200);
+    const json st = json::parse(status->body);
+    EXPECT_EQ(st["engine"]["upstream"], fmt::format("http://127.0.0.1:{}", engine_port));
+    EXPECT_EQ(st["engine"]["fork"], "mainline");
+  }
+  engine_->stop();
+  engine_.reset();
+
+  const uint16_t up_port = free_port();
+  ReplayFigures via_up;
+  {
+    testing::UpProcess up({model_.string(), "--listen", fmt::format("127.0.0.1:{}", up_port), "--ctx", "8192",
+                           "--threads", "2", "--state-dir", "none", "--log-dir", (dir_ / "logs").string()});
+    ASSERT_TRUE(up.wait_ready()) << up.output();
+    via_up = replay(up_port, *trace);
+  }
+  std::printf("[figures] serve: %d/%d failed, prefilled/prompt %.3f (%llu/%llu); up: %d/%d failed, %.3f (%llu/%llu)\n",
+              via_serve.failed, via_serve.turns, via_serve.prefilled_ratio(),
+              static_cast<unsigned long long>(via_serve.prompt - via_serve.cached),
+              static_cast<unsigned long long>(via_serve.prompt), via_up.failed, via_up.turns, via_up.prefilled_ratio(),
+              static_cast<unsigned long long>(via_up.prompt - via_up.cached),
+              static_cast<unsigned long long>(via_up.prompt));
+  EXPECT_EQ(via_serve.failed, 0);
+  EXPECT_EQ(via_up.failed, 0);
+  EXPECT_GT(via_serve.prompt, 0u);
+  // The same prompts, the same compaction points: the ratios agree within noise.
+  EXPECT_LE(via_serve.prefilled_ratio(), via_up.prefilled_ratio() * 1.2 + 0.02);
+  EXPECT_LT(via_serve.prefilled_ratio(), 0.5);
+}
+
+TEST_F(ServeE2eTest, TheServerGoingAwayIsA503AndItsReturnIsServed) {
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port);
+  const uint16_t serve_port = free_port();
+  testing::UpProcess serve({"--upstream", fmt::format("http://127.0.0.1:{}/", engine_port), "--upstream-key",
+                            kEngineKey, "--listen", fmt::format("127.0.0.1:{}", serve_port), "--state-dir", "none",
+                            "--health-interval", "1s"},
+                           {}, "serve");
+  ASSERT_TRUE(serve.wait_ready()) << serve.output();
+  httplib::Client c("127.0.0.1", serve_port);
+  c.set_read_timeout(120, 0);
+  const std::string body = R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":4})";
+  auto ok = c.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  engine_->stop();
+  engine_.reset();
+  ASSERT_TRUE(serve.wait_for("is not answering /health", std::chrono::seconds(20))) << serve.output();
+  auto down = c.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 503) << down->body;
+  EXPECT_FALSE(down->get_header_value("Retry-After").empty());
+  start_engine(engine_port);
+  ASSERT_TRUE(serve.wait_for("answers again", std::chrono::seconds(60))) << serve.output();
+  auto back = c.Post("/v1/chat/completions", body, "application/json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, 200) << back->body;
+}
+
+TEST_F(ServeE2eTest, BadUpstreamsAndEngineOptionsAreClearErrors) {
+  auto run = [](std::vector<std::string> args, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    testing::UpProcess p(std::move(args), {}, "serve");
+    const int code = p.wait_exit(timeout);
+    return std::make_pair(code, p.output());
+  };
+  const std::string listen = fmt::format("127.0.0.1:{}", free_port());
+  auto [no_upstream, o1] = run({"--listen", listen});
+  EXPECT_EQ(no_upstream, 2);
+  EXPECT_NE(o1.find("give --upstream"), std::string::npos) << o1;
+  auto [https, o2] = run({"--upstream", "https://127.0.0.1:1"});
+  EXPECT_EQ(https, 2);
+  EXPECT_NE(o2.find("https is not supported"), std::string::npos) << o2;
+  auto [path, o3] = run({"--upstream", "http://127.0.0.1:8080/v1"});
+  EXPECT_EQ(path, 2);
+  EXPECT_NE(o3.find("without a path"), std::string::npos) << o3;
+  auto [engine_option, o4] = run({"--upstream", "http://127.0.0.1:8080", "--ctx", "4096"});
+  EXPECT_EQ(engine_option, 2) << o4;  // an engine option: kvgate serve starts no engine
+  // The key: a server that wants one refuses without it.
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port);
+  auto [no_key, o5] = run({"--upstream", fmt::format("http://127.0.0.1:{}", engine_port), "--listen", listen,
+                           "--state-dir", "none"},
+                          std::chrono::seconds(120));
+  EXPECT_EQ(no_key, 1);
+  EXPECT_NE(o5.find("refused the key (401): give --upstream-key"), std::string::npos) << o5;
+}
+
+}  // namespace
+}  // namespace kvgate::cli

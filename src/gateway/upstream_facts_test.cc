@@ -1,0 +1,53 @@
+#include "gateway/upstream_facts.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+json fixture(const std::string& fork) {
+  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/props.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return json::parse(ss.str());
+}
+
+// Both recorded from `llama-server -m kvgate-default-qwen3.gguf -c 4096 -np 2`.
+TEST(UpstreamFactsTest, MainlineProps) {
+  const UpstreamFacts f = read_props(fixture("mainline"));
+  EXPECT_EQ(f.n_ctx_slot, 2048u);
+  EXPECT_EQ(f.slots, 2);
+  EXPECT_EQ(f.fork, plan::Fork::kMainline);
+  EXPECT_EQ(f.build, "b1-80fb11a");
+  EXPECT_NE(f.model.find("kvgate-default-qwen3.gguf"), std::string::npos);
+  EXPECT_TRUE(f.unknown.empty());
+}
+
+TEST(UpstreamFactsTest, IkProps) {
+  const UpstreamFacts f = read_props(fixture("ik"));
+  EXPECT_EQ(f.n_ctx_slot, 2048u);
+  EXPECT_EQ(f.slots, 2);
+  EXPECT_EQ(f.fork, plan::Fork::kIk);
+  EXPECT_EQ(f.build, "");
+  EXPECT_TRUE(f.unknown.empty());
+}
+
+TEST(UpstreamFactsTest, WhatIsMissingIsNamed) {
+  json ik = fixture("ik");
+  ik.erase("default_generation_settings");  // then n_ctx over the slots
+  EXPECT_EQ(read_props(ik).n_ctx_slot, 2048u);
+  const UpstreamFacts none = read_props(json{{"model_alias", "m"}});
+  EXPECT_FALSE(none.n_ctx_slot || none.slots || none.fork);
+  EXPECT_EQ(none.unknown, (std::vector<std::string>{"context", "slots", "fork"}));
+  EXPECT_EQ(none.model, "m");
+  EXPECT_EQ(read_props(json::array()).unknown.size(), 3u);
+  EXPECT_FALSE(read_props(json{{"total_slots", -1}, {"default_generation_settings", {{"n_ctx", "x"}}}}).slots);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
