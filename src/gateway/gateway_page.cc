@@ -104,7 +104,7 @@ void Gateway::session_turns(Session& s, const std::string& rest, ResponseWriter&
   const TurnRecord* t = n ? s.turns.find(*n) : nullptr;
   if (t == nullptr) {
     return send_error(writer, not_found("no such turn in this session (turns are numbered from 1; the last "
-                                        "200 of this process are kept)"));
+                                        "64 of this process are kept)"));
   }
   send_json(writer, 200, to_json(*t, true));
 }

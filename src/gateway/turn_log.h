@@ -9,7 +9,7 @@
 // chat flow named (stabiliser.h's BreakCause), and the tokens recomputed: tokens of the
 // previous prompt and reply that the engine did not take from its cache.
 //
-// Records are kept in memory only, the last `capacity` per session. Pure apart from that;
+// Records are kept in memory only, the last `capacity` per session (default 64). Pure apart from that;
 // not thread-safe (a Session guards its log with its `mu`).
 #pragma once
 
@@ -69,7 +69,9 @@ nlohmann::json to_json(const TurnRecord& t, bool texts);
 
 class TurnLog {
  public:
-  explicit TurnLog(size_t capacity = 200) : capacity_(capacity) {}
+  // 64 turns of at most ~1.2 KB (a break's four excerpts): under 80 KB a session, and at most
+  // ~80 MB for the 1024 sessions kept in memory by default; usually a tenth of that.
+  explicit TurnLog(size_t capacity = 64) : capacity_(capacity) {}
   // Numbers the record (n) and keeps it, dropping the oldest beyond capacity.
   const TurnRecord& add(TurnRecord record);
   const TurnRecord* find(uint64_t n) const;
