@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "util/json.h"
+
 namespace kvgate::bench {
 
 using nlohmann::json;
@@ -76,7 +78,7 @@ Result<EngineCounters> engine_counters(HttpClient& engine) {
 
 Result<std::vector<int64_t>> tokenize(HttpClient& engine, std::string_view text) {
   const json body = {{"content", text}, {"add_special", false}};
-  const auto a = engine.post("/tokenize", body.dump(-1, ' ', false, json::error_handler_t::replace));
+  const auto a = engine.post("/tokenize", util::json_text(body));
   if (a.status != 200) return answer_error("tokenizing (POST /tokenize)", a);
   const json j = a.json();
   if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {

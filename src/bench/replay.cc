@@ -8,6 +8,7 @@
 #include "bench/http_client.h"
 #include "bench/local_gateway.h"
 #include "gateway/reply.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -42,7 +43,7 @@ json new_compactions(const json& sessions, int64_t& last_ts) {
 
 // Sends one turn and fills status, failure, times and token figures.
 void send_turn(HttpClient& client, const json& body, bool stream, TurnResult& t, std::optional<json>& reply) {
-  const std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string text = util::json_text(body);
   t.request_bytes = text.size();
   gateway::Usage usage;
   json error = nullptr;

@@ -13,6 +13,7 @@
 #include "gateway/normalize.h"
 #include "gateway/request_limits.h"
 #include "util/log.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -233,7 +234,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
       first_different_message(session->last_view, view) == session->last_view.size()) {
     uint64_t added = 0;
     for (size_t i = session->last_view.size(); i < view.size(); ++i) {
-      added += 16 + view[i].dump(-1, ' ', false, json::error_handler_t::replace).size();
+      added += 16 + util::json_text(view[i]).size();
     }
     bound = session->last_sent_tokens + added + 64;
   }

@@ -10,6 +10,7 @@
 #include "gateway/rescue_replay.h"
 #include "gateway/tool_call_parse.h"
 #include "util/log.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -17,7 +18,7 @@ using nlohmann::json;
 
 Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t first_call_id, CancelScope& cancel,
                                                   const std::string& reason) {
-  const std::string body_text = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string body_text = util::json_text(body);
   auto rendered = upstream_->call("POST", "/apply-template", body_text, std::chrono::seconds(60), &cancel);
   if (auto* err = std::get_if<UpstreamError>(&rendered)) return Error("rescue: " + err->message);
   auto& rr = std::get<UpstreamResponse>(rendered);
@@ -28,7 +29,7 @@ Result<Gateway::Rescue> Gateway::rescue_generation(const json& body, size_t firs
   const json replay = replay_completion_body(body, rj["prompt"].get<std::string>());
   ReplayText text;
   const EventStreamEnd stream = stream_events(
-      *upstream_, "/completion", replay.dump(-1, ' ', false, json::error_handler_t::replace),
+      *upstream_, "/completion", util::json_text(replay),
       [&](const std::string& data) { text.add_event(data); }, upstream_timeout(0, false), &cancel);
   if (stream.failure) return Error("rescue: " + stream.failure->message);
   const bool refused_output = stream.status != 200 && is_output_parse_error(stream.status, stream.error_body);

@@ -13,6 +13,7 @@
 #include "gateway/gateway.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/sse.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -28,7 +29,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // anything this long is not SSE).
 constexpr size_t kMaxEngineEventLine = 8 << 20;
 
-std::string sse(const json& chunk) { return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
+std::string sse(const json& chunk) { return "data: " + util::json_text(chunk) + "\n\n"; }
 
 }  // namespace
 
@@ -48,7 +49,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
     }
     return e;
   };
-  const std::string upstream_body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  const std::string upstream_body = util::json_text(body);
   const std::string model = body.value("model", options_.model_name);
   if (!stream) {
     std::optional<DisconnectWatch> watch(std::in_place, writer, cancel);
@@ -80,7 +81,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
           out.reply.set_response(j);
           out.ttft_ms = ms_since(t0);
           const bool changed = apply_empty_content_fallback(j, options_.thinking) || finish.rewrote();
-          out.final_body = changed ? j.dump(-1, ' ', false, json::error_handler_t::replace) : std::move(r.body);
+          out.final_body = changed ? util::json_text(j) : std::move(r.body);
         }
       }
     }
@@ -90,7 +91,7 @@ Gateway::SendOutcome Gateway::send_chat(const json& body, bool stream, bool incl
         json resp = rescued_response(*rescued, model);
         out.reply = ReplyAccumulator();
         out.reply.set_response(resp);
-        out.final_body = resp.dump(-1, ' ', false, json::error_handler_t::replace);
+        out.final_body = util::json_text(resp);
         out.failure.reset();
         out.status = 200;
         out.rescued = true;

@@ -1,5 +1,7 @@
 #include "gateway/finish_reason.h"
 
+#include "util/json.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -59,7 +61,7 @@ bool FinishReasonFix::cut(const json& with_counts) const {
 
 std::string FinishReasonFix::rewrite(json chunk) {
   to_length(chunk);
-  return "data: " + chunk.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  return "data: " + util::json_text(chunk) + "\n\n";
 }
 
 void FinishReasonFix::fix_response(json& response) {

@@ -13,6 +13,7 @@
 #include "gateway/sse.h"
 #include "gateway/stream_relay.h"
 #include "util/log.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -188,7 +189,7 @@ void Gateway::send_error(ResponseWriter& writer, const ApiError& error) {
 }
 
 void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
-  writer.send(status, kJson, body.dump(-1, ' ', false, json::error_handler_t::replace));
+  writer.send(status, kJson, util::json_text(body));
 }
 
 std::optional<ApiError> Gateway::wait_for_engine(ResponseWriter& writer) {
@@ -431,7 +432,7 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
     } else if (request.path == "/slots") {
       // Another conversation's prompt and sampling text never pass (slot_listing.h).
       auto slots = json::parse(r.body, nullptr, false);
-      writer.send(r.status, kJson, slots_without_content(slots).dump(-1, ' ', false, json::error_handler_t::replace));
+      writer.send(r.status, kJson, util::json_text(slots_without_content(slots)));
     } else {
       writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}}, r.body);
     }

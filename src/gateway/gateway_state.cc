@@ -5,6 +5,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
 #include "util/log.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -204,7 +205,7 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   messages.push_back({{"role", "user"}, {"content", instruction}});
   json render = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
   if (request_body.contains("tools")) render["tools"] = request_body["tools"];
-  auto rendered = upstream_->call("POST", "/apply-template", render.dump(-1, ' ', false, json::error_handler_t::replace),
+  auto rendered = upstream_->call("POST", "/apply-template", util::json_text(render),
                                   std::chrono::seconds(60));
   if (auto* err = std::get_if<UpstreamError>(&rendered)) return Error("summary: " + err->message);
   auto& rr = std::get<UpstreamResponse>(rendered);
@@ -229,7 +230,7 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   json progress;
   std::string stream_error;
   const EventStreamEnd stream = stream_events(
-      *upstream_, "/completion", completion.dump(-1, ' ', false, json::error_handler_t::replace),
+      *upstream_, "/completion", util::json_text(completion),
       [&](const std::string& data) {
         auto j = json::parse(data, nullptr, false);
         if (j.is_discarded() || !j.is_object()) return;

@@ -9,6 +9,7 @@
 
 #include "gateway/compactor.h"
 #include "gateway/normalize.h"
+#include "util/json.h"
 
 namespace kvgate::gateway::testing {
 
@@ -47,7 +48,7 @@ std::pair<std::string, std::vector<std::string>> split_note(const std::string& t
 }
 
 std::string quoted(const std::string& text) {
-  return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+  return util::json_text(json(text));
 }
 
 // `v` without kvgate's volatile-values note (its lines go to `note_lines`).
@@ -138,7 +139,7 @@ MiniGateway::Turn MiniGateway::send(const std::string& scope, const std::optiona
   Conversation conv = t.intake.conversation;
   t.view = build_view(conv);
   auto tokens = [](const json& v) -> Result<uint64_t> {
-    return v.dump(-1, ' ', false, json::error_handler_t::replace).size() / 4;
+    return util::json_text(v).size() / 4;
   };
   if (high_ > 0 && *tokens(t.view) > high_) {
     CompactionOptions o{.l1_threshold_tokens = high_ / 3, .l1_keep_tokens = high_ / 8, .summary_max_tokens = 4096};
@@ -259,7 +260,7 @@ std::string IsolationOracle::check(const std::string& scope, const std::optional
     const json bare = without_note(v, note_lines);
     bool found = allowed_exact.count(exact_hash(bare)) != 0;
     for (size_t a = 0; a < allowed.size() && !found; ++a) found = truncated_from(bare, *allowed[a]);
-    if (!found) return fmt::format("view message {} is not from this request: {}", i, quoted(v.dump(-1, ' ', false, json::error_handler_t::replace)).substr(0, 300));
+    if (!found) return fmt::format("view message {} is not from this request: {}", i, quoted(util::json_text(v)).substr(0, 300));
   }
   for (const auto& l : note_lines) {
     if (allowed_lines.count(l) == 0) return "note line not from this conversation: " + l;

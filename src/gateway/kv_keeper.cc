@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "util/log.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 using nlohmann::json;
@@ -21,8 +22,6 @@ int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // The engine's answer to a slot action, or the reason there is none.
 // An answer that never comes (ik_llama.cpp, now and then: the action is done, its answer is
@@ -74,8 +73,8 @@ uint64_t view_prefix_hash(const json& view, size_t messages, const json& body) {
     XXH3_64bits_update(st, &n, sizeof n);  // lengths keep the pieces apart
     XXH3_64bits_update(st, s.data(), s.size());
   };
-  for (const char* key : {"tools", "chat_template_kwargs"}) feed(body.contains(key) ? dump(body[key]) : "");
-  for (size_t i = 0; i < messages && i < view.size(); ++i) feed(dump(view[i]));
+  for (const char* key : {"tools", "chat_template_kwargs"}) feed(body.contains(key) ? util::json_text(body[key]) : "");
+  for (size_t i = 0; i < messages && i < view.size(); ++i) feed(util::json_text(view[i]));
   const uint64_t h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
@@ -165,7 +164,7 @@ bool KvKeeper::hold_next_prefix(int slot, const json& view, const json& body, co
     b["messages"] = view;
     b["messages"].push_back(reply);
     b["messages"].push_back({{"role", "user"}, {"content", i == 0 ? "\x01x" : "\x01y"}});
-    auto res = upstream_.call("POST", "/apply-template", b.dump(-1, ' ', false, json::error_handler_t::replace),
+    auto res = upstream_.call("POST", "/apply-template", util::json_text(b),
                               std::chrono::seconds(30));
     const auto* r = std::get_if<UpstreamResponse>(&res);
     json answer = r != nullptr && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
@@ -180,7 +179,7 @@ bool KvKeeper::hold_next_prefix(int slot, const json& view, const json& body, co
                {"id_slot", slot},
                {"cache_prompt", true},
                {"temperature", 0}};
-  auto res = upstream_.call("POST", "/completion", warm.dump(-1, ' ', false, json::error_handler_t::replace),
+  auto res = upstream_.call("POST", "/completion", util::json_text(warm),
                             std::chrono::seconds(300));
   const auto* r = std::get_if<UpstreamResponse>(&res);
   return r != nullptr && r->status == 200;

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "util/json.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -109,7 +111,7 @@ void append_text_content(const nlohmann::json& content, bool mask, std::string& 
       } else {
         // Images, audio, files: what they are is content (two requests with different images
         // are different messages), so the whole part is part of the identity.
-        out += "[" + part.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "]";
+        out += "[" + util::json_text(part) + "]";
       }
     }
   }
@@ -191,7 +193,7 @@ std::string canonical_message(const nlohmann::json& m, bool mask) {
       }
       extra[key] = value;
     }
-    if (!extra.empty()) out += "extra=" + extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (!extra.empty()) out += "extra=" + util::json_text(extra) + "\n";
   }
   return out;
 }

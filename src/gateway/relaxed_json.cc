@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "util/json.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -625,7 +627,7 @@ std::string sanitize_utf8(std::string_view text) {
 }
 
 std::string dump_json(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return util::json_text(value);
 }
 
 bool json_depth_within(const nlohmann::json& value, size_t max_depth) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "util/private_files.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -176,7 +177,7 @@ Status SessionStore::save(const StoredSession& s, const std::vector<uint64_t>& k
                  "ON CONFLICT(id) DO UPDATE SET state=excluded.state, counters=excluded.counters, slot=excluded.slot, "
                  "last_used=excluded.last_used");
     up.bind(1, s.id);
-    up.bind(2, s.state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    up.bind(2, util::json_text(s.state));
     up.bind(3, s.counters.dump());
     up.bind(4, static_cast<int64_t>(s.slot));
     up.bind(5, s.created);

@@ -4,6 +4,7 @@
 
 #include "gateway/compactor.h"
 #include "util/strings.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -11,7 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string dumped(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // What a reader recognises of a message: its text, then its tool calls.
 std::string shown_text(const json& message) {
@@ -21,8 +21,8 @@ std::string shown_text(const json& message) {
       const json fn = call.is_object() ? call.value("function", json::object()) : json::object();
       const json name = fn.is_object() ? fn.value("name", json()) : json();
       const json args = fn.is_object() ? fn.value("arguments", json()) : json();
-      out += "\n[tool call " + (name.is_string() ? name.get<std::string>() : dumped(name)) + " " +
-             (args.is_string() ? args.get<std::string>() : dumped(args)) + "]";
+      out += "\n[tool call " + (name.is_string() ? name.get<std::string>() : util::json_text(name)) + " " +
+             (args.is_string() ? args.get<std::string>() : util::json_text(args)) + "]";
     }
   }
   return out;
@@ -66,8 +66,8 @@ PrefixBreak locate_break(const json& before, const json& after, const std::strin
   std::string tb = i < nb ? shown_text(before[i]) : std::string();
   std::string ta = i < na ? shown_text(after[i]) : std::string();
   if (i < nb && i < na && tb == ta) {  // the difference is in fields the text does not show
-    tb = dumped(before[i]);
-    ta = dumped(after[i]);
+    tb = util::json_text(before[i]);
+    ta = util::json_text(after[i]);
   }
   // The divergence, moved back to a character boundary valid in both texts.
   size_t at = first_difference(tb, ta);

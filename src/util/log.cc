@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "util/json.h"
+
 namespace kvgate::util {
 namespace {
 
@@ -59,7 +61,7 @@ void log_event(LogLevel level, std::string_view event, nlohmann::json fields) {
   if (fields.is_object()) {
     for (auto& [k, v] : fields.items()) line[k] = std::move(v);
   }
-  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text = util::json_text(line) + "\n";
   static std::mutex mu;
   std::lock_guard lock(mu);
   std::fwrite(text.data(), 1, text.size(), stderr);

@@ -1,0 +1,15 @@
+// JSON text for the wire and the logs: compact, and never an exception for a string that is
+// not valid UTF-8 (client and model text can hold any bytes; invalid sequences become U+FFFD).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::util {
+
+inline std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace kvgate::util
