@@ -191,12 +191,7 @@ std::string describe(const gateway::UpstreamFacts& f) {
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = block_stop_signals();  // collected with sigwaitinfo below
 
   CLI::App app{"Serve the gateway in front of a llama-server kvgate did not start.", "kvgate serve"};
   UpOptions options;

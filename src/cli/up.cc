@@ -196,14 +196,8 @@ Result<gateway::KvOptions> kv_options(const UpConfig& cfg, const plan::ServerCap
 }  // namespace
 
 int run_up(int argc, char** argv) {
-  // SIGINT/SIGTERM are collected with sigtimedwait below; block them before any thread
-  // exists so every thread inherits the mask (children get a clean mask from Subprocess).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT/SIGTERM are collected with sigtimedwait below.
+  const sigset_t stop_signals = block_stop_signals();
 
   CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.",
                "kvgate up"};

@@ -413,7 +413,7 @@ void Gateway::chat(const HttpRequest& request, ResponseWriter& writer) {
   rec.session = session->id;
   rec.scope = scope;
   if (u.prompt_per_token_ms > 0 && u.prefilled_tokens > 0) rec.prefill_tokens_per_s = 1000.0 / u.prompt_per_token_ms;
-  record_turn(*session, {.view = view, .rendered = rendered, .cause = cause, .cause_detail = cause_detail,
+  record_turn(*session, {.view = view, .diverged_at = diverged_at, .rendered = rendered, .cause = cause, .cause_detail = cause_detail,
                          .record = rec, .messages = messages.size(), .slot = slot, .recognised_by = match.how,
                          .compactions = events});
   metrics_.record(rec);

@@ -168,6 +168,7 @@ class Gateway {
   // takes this turn's view as its last.
   struct TurnFacts {
     const nlohmann::json& view;
+    size_t diverged_at;  // first_different_message(session.last_view, view); 0 without a last view
     const std::string& rendered;
     std::optional<BreakCause> cause;
     const std::string& cause_detail;

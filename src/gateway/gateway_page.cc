@@ -132,7 +132,7 @@ void Gateway::record_turn(Session& session, const TurnFacts& f) {
                              {"tokens_after", ev.value("tokens_after", uint64_t{0})}});
   }
   const bool has_previous = !session.last_view.empty();
-  if (has_previous && (f.cause || first_different_message(session.last_view, f.view) < session.last_view.size())) {
+  if (has_previous && (f.cause || f.diverged_at < session.last_view.size())) {
     PrefixBreak b = locate_break(session.last_view, f.view, session.last_prompt, f.rendered);
     b.cause = f.cause ? cause_name(*f.cause) : "unexplained";
     b.detail = f.cause_detail;
