@@ -25,17 +25,19 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/chat_request.h"
-#include "gateway/history_repair.h"
-#include "gateway/normalize.h"
-#include "gateway/relaxed_json.h"
 #include "gateway/request_limits.h"
-#include "gateway/stabiliser.h"
-#include "gateway/thinking.h"
+#include "rescue/history_repair.h"
+#include "rescue/relaxed_json.h"
+#include "session/normalize.h"
+#include "session/stabiliser.h"
+#include "session/thinking.h"
 
 namespace {
 
 using nlohmann::json;
 using namespace kvgate::gateway;
+using namespace kvgate::rescue;
+using namespace kvgate::session;
 
 void check(bool ok) {
   if (!ok) std::abort();

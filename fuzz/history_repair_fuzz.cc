@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/history_repair.h"
-#include "gateway/relaxed_json.h"
+#include "rescue/history_repair.h"
+#include "rescue/relaxed_json.h"
 
 namespace {
 
 using nlohmann::json;
-using namespace kvgate::gateway;
+using namespace kvgate::rescue;
 
 void check(bool ok) {
   if (!ok) std::abort();

@@ -12,11 +12,11 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/http_message.h"
+#include "http/http_message.h"
 
 namespace {
 
-using namespace kvgate::gateway;
+using namespace kvgate::http;
 
 void check(bool ok) {
   if (!ok) std::abort();

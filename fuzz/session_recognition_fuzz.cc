@@ -18,14 +18,14 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <nlohmann/json.hpp>
 
-#include "gateway/isolation_oracle.h"
-#include "gateway/normalize.h"
-#include "gateway/session.h"
+#include "session/normalize.h"
+#include "session/session.h"
+#include "testing/isolation_oracle.h"
 
 namespace {
 
 using nlohmann::json;
-using namespace kvgate::gateway;
+using namespace kvgate::session;
 
 void check(bool ok) {
   if (!ok) std::abort();
@@ -85,8 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const size_t max_sessions = in.ConsumeIntegralInRange<size_t>(1, 4);
   const uint64_t high = in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<uint64_t>(200, 2000);
-  kvgate::gateway::testing::MiniGateway gw(max_sessions, high);
-  kvgate::gateway::testing::IsolationOracle oracle;
+  kvgate::testing::MiniGateway gw(max_sessions, high);
+  kvgate::testing::IsolationOracle oracle;
   const std::string scopes[] = {scope_of_key("key-1"), scope_of_key("key-2")};
   // Up to 4 clients, each its own message list, key and maybe id.
   struct Client {

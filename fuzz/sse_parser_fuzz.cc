@@ -9,12 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/sse.h"
+#include "http/sse.h"
 
 namespace {
 
-using kvgate::gateway::SseEvent;
-using kvgate::gateway::SseParser;
+using kvgate::http::SseEvent;
+using kvgate::http::SseParser;
 
 void check(bool ok) {
   if (!ok) std::abort();

@@ -9,14 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/history_repair.h"
-#include "gateway/relaxed_json.h"
-#include "gateway/tool_call_parse.h"
+#include "rescue/history_repair.h"
+#include "rescue/relaxed_json.h"
+#include "rescue/tool_call_parse.h"
 
 namespace {
 
 using nlohmann::json;
-using namespace kvgate::gateway;
+using namespace kvgate::rescue;
 
 const json& tools() {
   static const json t = json::parse(R"([

@@ -12,12 +12,12 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <nlohmann/json.hpp>
 
-#include "gateway/turn_log.h"
+#include "session/turn_log.h"
 
 namespace {
 
 using nlohmann::json;
-using namespace kvgate::gateway;
+using namespace kvgate::session;
 
 void check(bool ok) {
   if (!ok) std::abort();

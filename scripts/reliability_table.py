@@ -4,7 +4,7 @@
 usage: reliability_table.py RESULTS_DIR DOC [--ctest-log FILE]
 
 RESULTS_DIR holds one JSON file per fault/abuse/load case (written by the tests through
-gateway/fault_support.h: record_reliability) and, when the fuzzers ran, fuzz-*.json files
+testing/fault_support.h: record_reliability) and, when the fuzzers ran, fuzz-*.json files
 (written by scripts/reliability.sh). The text between the markers
   <!-- BEGIN faults -->, <!-- BEGIN load -->, <!-- BEGIN fuzz -->  ...  <!-- END ... -->
 is replaced; a section without new records keeps its previous content.

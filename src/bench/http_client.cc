@@ -100,9 +100,9 @@ HttpAnswer HttpClient::post(const std::string& path, const std::string& body) {
 
 StreamedAnswer HttpClient::post_stream(
     const std::string& path, const std::string& body,
-    const std::function<void(const gateway::SseEvent&, Clock::time_point)>& on_event) {
+    const std::function<void(const http::SseEvent&, Clock::time_point)>& on_event) {
   StreamedAnswer a;
-  gateway::SseParser parser;
+  http::SseParser parser;
   httplib::Request req;
   req.method = "POST";
   req.path = path;

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/reply.h"
-#include "gateway/sse.h"
+#include "http/sse.h"
 #include "util/result.h"
 
 namespace httplib {
@@ -82,7 +82,7 @@ class HttpClient {
   // arrival time (comments included) as it is parsed.
   StreamedAnswer post_stream(
       const std::string& path, const std::string& body,
-      const std::function<void(const gateway::SseEvent&, Clock::time_point)>& on_event = {});
+      const std::function<void(const http::SseEvent&, Clock::time_point)>& on_event = {});
   const Endpoint& endpoint() const { return endpoint_; }
   // Requests sent again because their reused connection had been closed.
   size_t stale_retries() const { return stale_retries_; }

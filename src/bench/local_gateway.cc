@@ -35,13 +35,13 @@ Result<std::unique_ptr<LocalGateway>> LocalGateway::start(std::shared_ptr<gatewa
   if (g->gateway_->options().kv.enabled()) {
     KV_TRY(g->gateway_->open_kv_states().with_context("opening the gateway's saved conversation states"));
   }
-  gateway::HttpServerOptions http;
+  http::HttpServerOptions http;
   http.host = "127.0.0.1";
   http.port = 0;
   gateway::Gateway* raw = g->gateway_.get();
-  http.head_check = [raw](const gateway::HttpRequest& head) { return raw->check_head(head); };
-  g->server_ = std::make_unique<gateway::HttpServer>(
-      http, [raw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) { raw->handle(r, w); });
+  http.head_check = [raw](const http::HttpRequest& head) { return raw->check_head(head); };
+  g->server_ = std::make_unique<http::HttpServer>(
+      http, [raw](const http::HttpRequest& r, http::ResponseWriter& w) { raw->handle(r, w); });
   KV_TRY(g->server_->start().with_context("starting the gateway's HTTP server"));
   return g;
 }

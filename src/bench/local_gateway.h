@@ -1,5 +1,5 @@
 // LocalGateway: kvgate's gateway running inside the benchmark process — a gateway::Gateway
-// behind its own gateway::HttpServer on a free loopback port — in front of an engine, so
+// behind its own http::HttpServer on a free loopback port — in front of an engine, so
 // the benchmark measures exactly the code `kvgate up` serves, over real HTTP.
 //
 // Sessions are durable as in production: with `store` set, they are written to that SQLite
@@ -22,8 +22,8 @@
 
 #include "bench/http_client.h"
 #include "gateway/gateway.h"
-#include "gateway/http_server.h"
 #include "gateway/upstream.h"
+#include "http/http_server.h"
 #include "util/result.h"
 
 namespace kvgate::bench {
@@ -68,7 +68,7 @@ class LocalGateway {
   LocalGateway() = default;
   std::shared_ptr<EngineAddress> engine_;  // null when started on a caller's upstream
   std::unique_ptr<gateway::Gateway> gateway_;
-  std::unique_ptr<gateway::HttpServer> server_;
+  std::unique_ptr<http::HttpServer> server_;
   std::string api_key_;
   std::optional<std::filesystem::path> store_to_remove_;
 };

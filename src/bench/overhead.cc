@@ -115,7 +115,7 @@ struct StreamRun {
 Result<StreamRun> stream_once(HttpClient& client, const std::string& body, std::string_view path_name) {
   StreamRun run;
   auto a = client.post_stream(std::string(kChatPath), body,
-                              [&](const gateway::SseEvent& ev, HttpClient::Clock::time_point t) {
+                              [&](const http::SseEvent& ev, HttpClient::Clock::time_point t) {
                                 if (ev.has_data) run.arrivals.emplace_back(ev.raw, t);
                               });
   if (a.status != 200 || a.error || !a.done) {

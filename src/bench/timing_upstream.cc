@@ -1,6 +1,6 @@
 #include "bench/timing_upstream.h"
 
-#include "gateway/sse.h"
+#include "http/sse.h"
 
 namespace kvgate::bench {
 
@@ -15,7 +15,7 @@ std::variant<int, gateway::UpstreamError> TimingUpstream::stream(const std::stri
                                                                  const gateway::StreamHandlers& handlers,
                                                                  std::chrono::milliseconds idle_timeout,
                                                                  gateway::CancelScope* cancel) {
-  gateway::SseParser parser;
+  http::SseParser parser;
   gateway::StreamHandlers wrapped;
   wrapped.on_start = handlers.on_start;
   wrapped.on_data = [&](std::string_view data) {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/cli_test_support.h"
+#include "testing/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {

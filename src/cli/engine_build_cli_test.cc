@@ -10,7 +10,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "cli/cli_test_support.h"
+#include "testing/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {

@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/e2e_support.h"
 #include "engine/pinned.h"
 #include "engine/server_process.h"
 #include "engine/startup_log.h"
+#include "testing/engine_e2e.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -68,7 +68,7 @@ std::string two(double v) { return fmt::format("{:.2f}", v); }
 class PlanCliE2eTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PlanCliE2eTest, PlanCommandAndDoctorAgreeWithTheEngine) {
-  auto model = engine::e2e::TempModel::synthesize(*gguf::synth_defaults(GetParam()), "cli_" + GetParam());
+  auto model = testing::TempModel::synthesize(*gguf::synth_defaults(GetParam()), "cli_" + GetParam());
   ASSERT_TRUE(model.ok()) << model.error().message();
   const std::vector<std::string> opts = {"--ctx", "6000", "--np", "3", "--ctk", "q8_0", "--ctv", "q4_0", "--no-gpu"};
   std::vector<std::string> plan_args = {"plan", model->path().string(), "--json"};
@@ -135,7 +135,7 @@ namespace {
 TEST(PlanCliServerE2eTest, ProbedBuildDecidesForkOffloadAndSpelling) {
   auto binary = engine::resolve_server();
   ASSERT_TRUE(binary.ok()) << binary.error().message();
-  auto model = engine::e2e::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "cli_server");
+  auto model = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "cli_server");
   ASSERT_TRUE(model.ok());
   Ran r = kvgate({"plan", model->path().string(), "--ctx", "8192", "--ctk", "q8_0", "--server", binary->string(),
                   "--json"});
@@ -167,8 +167,8 @@ TEST_P(PlanWeightsE2eTest, Q8_0RecipeIsTheEnginesWeightsBuffer) {
   gguf::SynthSpec f16 = *gguf::synth_defaults(GetParam());
   gguf::SynthSpec q8 = f16;
   q8.weight_type = gguf::GgmlType::Q8_0;
-  auto f16_model = engine::e2e::TempModel::synthesize(f16, "weights_f16_" + GetParam());
-  auto q8_model = engine::e2e::TempModel::synthesize(q8, "weights_q8_" + GetParam());
+  auto f16_model = testing::TempModel::synthesize(f16, "weights_f16_" + GetParam());
+  auto q8_model = testing::TempModel::synthesize(q8, "weights_q8_" + GetParam());
   ASSERT_TRUE(f16_model.ok() && q8_model.ok());
   Ran planned = kvgate({"plan", f16_model->path().string(), "--weights", "Q8_0", "--no-gpu", "--json"});
   ASSERT_EQ(planned.code, 0) << planned.output;
@@ -179,7 +179,7 @@ TEST_P(PlanWeightsE2eTest, Q8_0RecipeIsTheEnginesWeightsBuffer) {
   ASSERT_EQ(own.code, 0) << own.output;
   EXPECT_EQ(json::parse(own.output)["components"][0]["host_bytes"], weights) << "the q8_0 file's own tensor bytes";
 
-  const auto run = engine::e2e::run_engine(q8_model->path(), {"-c", "1024", "-np", "1"});
+  const auto run = testing::run_engine(q8_model->path(), {"-c", "1024", "-np", "1"});
   ASSERT_TRUE(run.ready) << run.error;
   std::string text;
   for (const auto& l : run.lines) text += l + "\n";

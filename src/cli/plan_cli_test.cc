@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/synth.h"
-#include "cli/cli_test_support.h"
+#include "testing/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {

@@ -33,8 +33,8 @@
 #include "engine/instance_lock.h"
 #include "engine/pinned.h"
 #include "gateway/gateway.h"
-#include "gateway/http_server.h"
 #include "gateway/upstream_facts.h"
+#include "http/http_server.h"
 #include "util/net.h"
 #include "util/private_files.h"
 
@@ -276,12 +276,12 @@ int run_serve(int argc, char** argv) {
   }
   watch.start([&gw] { gw.on_engine_restart(); });
 
-  gateway::HttpServerOptions http;
+  http::HttpServerOptions http;
   http.host = cfg.listen.host;
   http.port = cfg.listen.port;
   http.max_body_bytes = cfg.max_body_bytes;
-  http.head_check = [&gw](const gateway::HttpRequest& head) { return gw.check_head(head); };
-  gateway::HttpServer front(http, [&gw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) { gw.handle(r, w); });
+  http.head_check = [&gw](const http::HttpRequest& head) { return gw.check_head(head); };
+  http::HttpServer front(http, [&gw](const http::HttpRequest& r, http::ResponseWriter& w) { gw.handle(r, w); });
   if (auto st = front.start(); !st) return fail(st.error().message());
   say(fmt::format("gateway: http://{}:{}/v1  ({}; compaction {}{}; saved engine state off: the server is not kvgate's)",
                   cfg.listen.host, front.port(), state_note, go.compaction ? "on" : "off",

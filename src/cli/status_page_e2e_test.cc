@@ -19,10 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/trace.h"
-#include "cli/up_test_support.h"
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
 

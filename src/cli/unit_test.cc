@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "cli/cli_test_support.h"
+#include "testing/cli_test_support.h"
 
 namespace kvgate::cli {
 namespace {

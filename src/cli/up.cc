@@ -32,17 +32,17 @@
 #include "device/facts.h"
 #include "engine/instance_lock.h"
 #include "engine/live_doctor.h"
-#include "gateway/gateway.h"
-#include "gateway/http_server.h"
-#include "plan/fit.h"
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "engine/rotating_log.h"
 #include "engine/status_report.h"
 #include "engine/supervisor.h"
+#include "gateway/gateway.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "http/http_server.h"
 #include "plan/engine_quirks.h"
+#include "plan/fit.h"
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
@@ -390,14 +390,14 @@ int run_up(int argc, char** argv) {
       ready_since->store(steady_ms());
     }
   });
-  gateway::HttpServerOptions http;
+  http::HttpServerOptions http;
   http.host = cfg.listen.host;
   http.port = cfg.listen.port;
   http.max_body_bytes = cfg.max_body_bytes;
   // Route and key are checked from the head, before a body is read (and connections that
   // have not shown a key live in their own, smaller pool).
-  http.head_check = [&gw](const gateway::HttpRequest& head) { return gw.check_head(head); };
-  gateway::HttpServer server_front(http, [&gw](const gateway::HttpRequest& r, gateway::ResponseWriter& w) {
+  http.head_check = [&gw](const http::HttpRequest& head) { return gw.check_head(head); };
+  http::HttpServer server_front(http, [&gw](const http::HttpRequest& r, http::ResponseWriter& w) {
     gw.handle(r, w);
   });
   if (auto st = server_front.start(); !st) return fail(st.error().message() + " (no kvgate up holds it: another program does)");

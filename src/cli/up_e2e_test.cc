@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/engines_under_test.h"
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engines_under_test.h"
 #include "util/net.h"
 #include "util/subprocess.h"
 
@@ -297,8 +297,8 @@ TEST_F(UpE2eTest, APortHeldByAnotherProgramIsAnError) {
 // crash still happens where kvgate's planner would refuse bf16 for this build; the probes
 // are unaffected (each exits at its --version or --help before the appended flags).
 TEST_F(UpE2eTest, IkEngineDyingAtStartIsReportedWithItsOwnError) {
-  const auto ik = engine::ik_server_under_test();
-  if (!ik) GTEST_SKIP() << engine::kIkAbsent;
+  const auto ik = testing::ik_server_under_test();
+  if (!ik) GTEST_SKIP() << testing::kIkAbsent;
   const fs::path wrapper = dir_ / "ik-with-bf16-cache";
   std::ofstream(wrapper) << "#!/bin/sh\nexec '" << ik->string() << "' \"$@\" -ctk bf16 -ctv bf16\n";
   fs::permissions(wrapper, fs::perms::owner_all);

@@ -1,7 +1,7 @@
 // Faults against the real `kvgate up` (the binary) serving the real pinned engine: the engine
 // SIGKILLed before a request, during a prefill and mid-stream, SIGSTOPped; the session store on
 // a full disk, turned read-only, locked by another process; a non-loopback bind without a key.
-// Each case records what clients saw for docs/RELIABILITY.md (gateway/fault_support.h).
+// Each case records what clients saw for docs/RELIABILITY.md (testing/fault_support.h).
 //
 // The quick cases run with the e2e tests; the long ones need KVGATE_FAULTS=1. The store cases
 // mount a small ext4 image in a private mount namespace (unshare, nsenter: root and loop
@@ -20,14 +20,14 @@
 #include <signal.h>
 #include <sqlite3.h>
 
-#include "cli/up_test_support.h"
-#include "engine/engines_under_test.h"
 #include "engine/pinned.h"
-#include "gateway/e2e_support.h"
-#include "gateway/fault_support.h"
-#include "gateway/session_store.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "session/session_store.h"
+#include "testing/engines_under_test.h"
+#include "testing/fault_support.h"
+#include "testing/gateway_e2e.h"
+#include "testing/up_test_support.h"
 #include "util/net.h"
 
 namespace kvgate::cli {
@@ -36,8 +36,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
-using gateway::testing::record_reliability;
-using gateway::testing::stream_request;
+using testing::record_reliability;
+using testing::stream_request;
 using testing::UpProcess;
 
 using Clock = std::chrono::steady_clock;
@@ -121,10 +121,10 @@ class UpFaultsTest : public ::testing::Test {
   }
 
   // A non-streamed chat turn; status 0 when the connection broke.
-  gateway::testing::JsonAnswer chat(const json& messages, int max_tokens = 8) {
+  testing::JsonAnswer chat(const json& messages, int max_tokens = 8) {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(120s);
-    return gateway::testing::post_json(c, "/v1/chat/completions", body(messages, max_tokens));
+    return testing::post_json(c, "/v1/chat/completions", body(messages, max_tokens));
   }
 
   json health() {
@@ -200,7 +200,7 @@ json conversation(const std::string& tag, int turns) {
   return m;
 }
 
-std::string kind_of(const gateway::testing::JsonAnswer& a) {
+std::string kind_of(const testing::JsonAnswer& a) {
   if (a.status == 0) return "connection broken";
   std::string k = std::to_string(a.status);
   if (a.status != 200 && a.body.is_object() && a.body.contains("error"))
@@ -216,8 +216,8 @@ class UpEngineFaultsTest : public UpFaultsTest, public ::testing::WithParamInter
   void SetUp() override {
     UpFaultsTest::SetUp();
     if (GetParam() == plan::Fork::kIk) {
-      auto ik = engine::ik_server_under_test();
-      if (!ik) GTEST_SKIP() << engine::kIkAbsent;
+      auto ik = testing::ik_server_under_test();
+      if (!ik) GTEST_SKIP() << testing::kIkAbsent;
       server_args_ = {"--server", ik->string()};
     }
   }
@@ -257,7 +257,7 @@ TEST_P(UpEngineFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   std::atomic<bool> killed{false};
   const pid_t second = up_->engine_pid();
   auto st =
-      stream_request(port_, body(messages, 400), {}, 60s, [&](const gateway::testing::StreamOutcome& o) {
+      stream_request(port_, body(messages, 400), {}, 60s, [&](const testing::StreamOutcome& o) {
         if (!killed && !o.content.empty()) {
           ::kill(second, SIGKILL);
           killed = true;
@@ -337,7 +337,7 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   const bool progress = GetParam() == plan::Fork::kMainline;
   t0 = Clock::now();
   auto st = stream_request(
-      port_, body(long_prompt("stream"), 4), {}, 120s, [&](const gateway::testing::StreamOutcome& o) {
+      port_, body(long_prompt("stream"), 4), {}, 120s, [&](const testing::StreamOutcome& o) {
         if (!killed && !o.comments.empty() &&
             (!progress || o.comments.back().find("prefill") != std::string::npos) && o.content.empty()) {
           killed_at = o.comments.back();
@@ -399,7 +399,7 @@ TEST_P(UpEngineFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
   ::kill(engine, SIGSTOP);
   const auto t0 = Clock::now();
   // Two requests reach the frozen engine: one streamed, one not.
-  gateway::testing::StreamOutcome st;
+  testing::StreamOutcome st;
   std::thread streamer(
       [&] { st = stream_request(port_, body(conversation("hang-stream", 1), 8), {}, 120s); });
   auto a = chat(conversation("hang-plain", 1));
@@ -445,7 +445,7 @@ struct StoreCheck {
 };
 StoreCheck check_store(const fs::path& db, const std::vector<std::string>& tags) {
   StoreCheck out;
-  auto store = gateway::SessionStore::open(db);
+  auto store = session::SessionStore::open(db);
   if (!store.ok()) return out;
   sqlite3* raw = nullptr;
   sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr);
@@ -691,7 +691,7 @@ TEST_F(UpFaultsTest, KvgateKilledAtRandomPointsAndRestarted) {
       size_t seen = 0;
       bool killed = false;
       auto st =
-          stream_request(port_, body(c.messages, 48), {}, 60s, [&](const gateway::testing::StreamOutcome& o) {
+          stream_request(port_, body(c.messages, 48), {}, 60s, [&](const testing::StreamOutcome& o) {
             seen = o.chunks.size();
             if (!killed && seen >= after) {
               up_->kill9();

@@ -11,11 +11,11 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-#include "cli/up_test_support.h"
 #include "engine/pinned.h"
-#include "gateway/e2e_support.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/gateway_e2e.h"
+#include "testing/up_test_support.h"
 #include "util/net.h"
 
 namespace kvgate::cli {
@@ -82,7 +82,7 @@ class UpKvStateTest : public ::testing::Test {
   Turn turn(json& messages) {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(300s);
-    auto a = gateway::testing::post_json(c, "/v1/chat/completions",
+    auto a = testing::post_json(c, "/v1/chat/completions",
                                          {{"messages", messages}, {"max_tokens", 8}, {"logit_bias", bias_}});
     EXPECT_EQ(a.status, 200) << a.raw.substr(0, 300);
     if (a.status != 200) return {};

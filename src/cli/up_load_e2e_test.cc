@@ -16,11 +16,11 @@
 #include <httplib.h>
 #include <signal.h>
 
-#include "cli/up_test_support.h"
 #include "engine/pinned.h"
-#include "gateway/fault_support.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/fault_support.h"
+#include "testing/up_test_support.h"
 #include "util/net.h"
 
 namespace kvgate::cli {
@@ -95,7 +95,7 @@ TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
         std::string code;
         int retry_after = 0;
         if (turn % 2 == 1) {
-          auto st = gateway::testing::stream_request(*port, body, {}, 120s);
+          auto st = testing::stream_request(*port, body, {}, 120s);
           status = st.status;
           if (st.status == 200 && st.done) reply = st.content;
           if (st.status == 200 && !st.done) status = 599;  // an in-stream error
@@ -170,14 +170,14 @@ TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
   // kvgate's memory every 5 s.
   std::vector<std::pair<double, uint64_t>> rss;
   while (seconds_since(t0) < duration_s) {
-    rss.emplace_back(seconds_since(t0), gateway::testing::rss_kib(up.pid()));
+    rss.emplace_back(seconds_since(t0), testing::rss_kib(up.pid()));
     std::this_thread::sleep_for(5s);
   }
   stop = true;
   for (auto& t : clients) t.join();
   orderer.join();
   const double elapsed = seconds_since(t0);
-  rss.emplace_back(elapsed, gateway::testing::rss_kib(up.pid()));
+  rss.emplace_back(elapsed, testing::rss_kib(up.pid()));
   json status;
   {
     httplib::Client c("127.0.0.1", *port);
@@ -231,7 +231,7 @@ TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
                   jain > 0.9 && late_peak <= mid_peak + mid_peak / 5 + 16 * 1024 &&
                   status["sessions"] == kConversations + 1;
   record["result"] = ok ? "pass" : "fail";
-  gateway::testing::record_reliability("load", record);
+  testing::record_reliability("load", record);
   std::printf("%s\n", record.dump(2).c_str());
   EXPECT_EQ(order_violations, 0);
   EXPECT_EQ(refusals_without_retry_after, 0);

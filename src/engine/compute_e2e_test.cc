@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/e2e_support.h"
 #include "engine/startup_log.h"
 #include "gguf/file.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
+#include "testing/engine_e2e.h"
 
 namespace kvgate::engine {
 namespace {
@@ -34,7 +34,7 @@ TEST_P(ComputeEstimateE2eTest, WithinFifteenPercentOfTheEngine) {
     spec.n_head = 8;
     spec.head_dim = 64;
   }
-  auto model = e2e::TempModel::synthesize(spec, "compute_" + GetParam());
+  auto model = testing::TempModel::synthesize(spec, "compute_" + GetParam());
   ASSERT_TRUE(model.ok()) << model.error().message();
   auto file = gguf::File::open(model->path());
   ASSERT_TRUE(file.ok());
@@ -54,7 +54,7 @@ TEST_P(ComputeEstimateE2eTest, WithinFifteenPercentOfTheEngine) {
     s.flash_attn = pt.fa ? plan::FlashAttn::kOn : plan::FlashAttn::kOff;
     auto p = plan::plan_memory(*desc, s, {.has_accelerator = false});
     ASSERT_TRUE(p.ok()) << p.error().message();
-    auto run = e2e::run_engine(model->path(), {"-c", std::to_string(pt.ctx), "-np", std::to_string(pt.np), "-ub",
+    auto run = testing::run_engine(model->path(), {"-c", std::to_string(pt.ctx), "-np", std::to_string(pt.np), "-ub",
                                                std::to_string(pt.ubatch), "-fa", pt.fa ? "on" : "off"});
     ASSERT_TRUE(run.ready) << run.error;
     StartupLogParser parser;

@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <mutex>
 
-#include "engine/e2e_support.h"
-#include "engine/engines_under_test.h"
 #include "engine/server_process.h"
 #include "engine/verify.h"
 #include "gguf/file.h"
 #include "plan/model_desc.h"
+#include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 
 namespace kvgate::engine {
 namespace {
@@ -26,10 +26,10 @@ struct LiveResult {
 
 // Starts `engine` on `model` with -t 2 --no-warmup (mainline: -fit off; ik: --log-disable)
 // and `args`.
-LiveResult run_live(const e2e::EngineUnderTest& engine, const std::filesystem::path& model,
+LiveResult run_live(const testing::EngineUnderTest& engine, const std::filesystem::path& model,
                     std::optional<Expectation> expected, const std::vector<std::string>& args) {
   LiveResult out;
-  auto binary = e2e::engine_binary(engine);
+  auto binary = testing::engine_binary(engine);
   EXPECT_TRUE(binary.ok()) << binary.error().message();
   if (!binary.ok()) return out;
   std::mutex mu;
@@ -70,9 +70,9 @@ std::string dump(const Comparison& c) {
 class DoctorLiveE2eTest : public ::testing::TestWithParam<plan::Fork> {
  protected:
   static void SetUpTestSuite() {
-    auto m = e2e::TempModel::synthesize(*gguf::synth_defaults("gemma3"), "doctor");
+    auto m = testing::TempModel::synthesize(*gguf::synth_defaults("gemma3"), "doctor");
     ASSERT_TRUE(m.ok()) << m.error().message();
-    model_ = new e2e::TempModel(std::move(*m));
+    model_ = new testing::TempModel(std::move(*m));
     auto file = gguf::File::open(model_->path());
     ASSERT_TRUE(file.ok());
     auto d = plan::describe_model(*file);
@@ -86,8 +86,8 @@ class DoctorLiveE2eTest : public ::testing::TestWithParam<plan::Fork> {
   void SetUp() override {
     engine_.fork = GetParam();
     if (GetParam() == plan::Fork::kIk) {
-      engine_.server = ik_server_under_test();
-      if (!engine_.server) GTEST_SKIP() << kIkAbsent;
+      engine_.server = testing::ik_server_under_test();
+      if (!engine_.server) GTEST_SKIP() << testing::kIkAbsent;
     }
   }
   Expectation expect(const plan::ServerSettings& s) const {
@@ -112,11 +112,11 @@ class DoctorLiveE2eTest : public ::testing::TestWithParam<plan::Fork> {
   LiveResult run(const std::vector<std::string>& a) const {
     return run_live(engine_, model_->path(), expect(settings()), a);
   }
-  e2e::EngineUnderTest engine_;
-  static e2e::TempModel* model_;
+  testing::EngineUnderTest engine_;
+  static testing::TempModel* model_;
   static plan::ModelDescriptor* desc_;
 };
-e2e::TempModel* DoctorLiveE2eTest::model_ = nullptr;
+testing::TempModel* DoctorLiveE2eTest::model_ = nullptr;
 plan::ModelDescriptor* DoctorLiveE2eTest::desc_ = nullptr;
 
 TEST_P(DoctorLiveE2eTest, AsPlannedNothingToReport) {
@@ -164,7 +164,7 @@ TEST_P(DoctorLiveE2eTest, DefaultVerbosity) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, DoctorLiveE2eTest, ::testing::Values(plan::Fork::kMainline, plan::Fork::kIk),
-                         [](const ::testing::TestParamInfo<plan::Fork>& p) { return fork_param_name(p.param); });
+                         [](const ::testing::TestParamInfo<plan::Fork>& p) { return testing::fork_param_name(p.param); });
 
 }  // namespace
 }  // namespace kvgate::engine

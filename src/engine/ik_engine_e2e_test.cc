@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/e2e_support.h"
-#include "engine/engines_under_test.h"
 #include "engine/server_process.h"
 #include "engine/supervisor.h"
 #include "engine/verify.h"
+#include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 
 namespace kvgate::engine {
 namespace {
@@ -40,14 +40,14 @@ std::vector<FailedStart> failed_starts() {
 class IkEngineE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = e2e::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "ik_engine");
+    auto m = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "ik_engine");
     ASSERT_TRUE(m.ok()) << m.error().message();
-    model_ = new e2e::TempModel(std::move(*m));
+    model_ = new testing::TempModel(std::move(*m));
   }
   static void TearDownTestSuite() { delete model_; }
   void SetUp() override {
-    ik_ = ik_server_under_test();
-    if (!ik_) GTEST_SKIP() << kIkAbsent;
+    ik_ = testing::ik_server_under_test();
+    if (!ik_) GTEST_SKIP() << testing::kIkAbsent;
   }
   // The command kvgate runs (without the key), with warm-up: the bf16 abort happens in the
   // first graph computation, which --no-warmup would move to the first request.
@@ -60,9 +60,9 @@ class IkEngineE2eTest : public ::testing::Test {
     return a;
   }
   std::optional<std::filesystem::path> ik_;
-  static e2e::TempModel* model_;
+  static testing::TempModel* model_;
 };
-e2e::TempModel* IkEngineE2eTest::model_ = nullptr;
+testing::TempModel* IkEngineE2eTest::model_ = nullptr;
 
 TEST_F(IkEngineE2eTest, LiveVerifierCallsEachAFailedStart) {
   for (const FailedStart& c : failed_starts()) {

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "engine/engines_under_test.h"
 #include "engine/probe.h"
 #include "plan/launch_args.h"
+#include "testing/engines_under_test.h"
 
 namespace kvgate::engine {
 namespace {
@@ -34,8 +34,8 @@ plan::ProbeRecord neutral(plan::ProbeRecord rec) {
 }
 
 TEST(IkProbeE2eTest, RealBuildMatchesTheRecordedFixture) {
-  const auto ik = ik_server_under_test();
-  if (!ik) GTEST_SKIP() << kIkAbsent;
+  const auto ik = testing::ik_server_under_test();
+  if (!ik) GTEST_SKIP() << testing::kIkAbsent;
   SubprocessProbeRunner runner;
   auto rec = record_probes(*ik, runner);
   ASSERT_TRUE(rec.ok()) << rec.error().message();
@@ -57,8 +57,8 @@ TEST(IkProbeE2eTest, RealBuildMatchesTheRecordedFixture) {
 }
 
 TEST(IkProbeE2eTest, SeedCommandLinePassesTheRealParser) {
-  const auto ik = ik_server_under_test();
-  if (!ik) GTEST_SKIP() << kIkAbsent;
+  const auto ik = testing::ik_server_under_test();
+  if (!ik) GTEST_SKIP() << testing::kIkAbsent;
   const fs::path cache = fs::temp_directory_path() / fmt::format("kvgate_ik_probe_e2e_{}", ::getpid());
   auto probed = probe_server(*ik, {.cache_dir = cache});
   fs::remove_all(cache);

@@ -10,7 +10,7 @@
 
 #include "engine/verify.h"
 #include "gguf/synth.h"
-#include "plan/test_models.h"
+#include "testing/test_models.h"
 
 namespace kvgate::engine {
 namespace {
@@ -47,7 +47,7 @@ plan::ServerSettings recorded_settings() {
 }
 
 Expectation ik_plan(const std::string& kind) {
-  auto model = plan::testing::describe_synth(gguf::find_synth_preset("tiny-" + kind)->spec);
+  auto model = testing::describe_synth(gguf::find_synth_preset("tiny-" + kind)->spec);
   EXPECT_TRUE(model.ok()) << model.error().message();
   auto p =
       plan::plan_memory(*model, recorded_settings(), {.fork = plan::Fork::kIk, .has_accelerator = false});
@@ -82,7 +82,7 @@ TEST(IkVerify, CrashedStartIsAnErrorQuotingTheEngine) {
 
   plan::ServerSettings bf16 = recorded_settings();
   bf16.cache_type_k = bf16.cache_type_v = "bf16";
-  auto model = plan::testing::describe_synth(gguf::find_synth_preset("tiny-qwen3")->spec);
+  auto model = testing::describe_synth(gguf::find_synth_preset("tiny-qwen3")->spec);
   ASSERT_TRUE(model.ok());
   auto p = plan::plan_memory(*model, bf16, {.fork = plan::Fork::kIk, .has_accelerator = false});
   if (p.ok()) {  // a planner that refuses bf16 for this build never launches it

@@ -8,11 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/e2e_support.h"
 #include "engine/startup_log.h"
 #include "gguf/file.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
+#include "testing/engine_e2e.h"
 
 namespace kvgate::engine {
 namespace {
@@ -105,7 +105,7 @@ class PlanExactnessE2eTest : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(PlanExactnessE2eTest, KvAndRecurrentStateMatchTheEngineLog) {
   const ModelCase& mc = GetParam();
-  auto model = e2e::TempModel::synthesize(mc.spec, mc.label);
+  auto model = testing::TempModel::synthesize(mc.spec, mc.label);
   ASSERT_TRUE(model.ok()) << model.error().message();
   auto file = gguf::File::open(model->path());
   ASSERT_TRUE(file.ok());
@@ -129,7 +129,7 @@ TEST_P(PlanExactnessE2eTest, KvAndRecurrentStateMatchTheEngineLog) {
                                      r.v, "-fa", r.fa ? "on" : "off"};
     if (r.unified) args.push_back(*r.unified ? "-kvu" : "-no-kvu");
     if (r.swa_full) args.push_back("--swa-full");
-    e2e::EngineRun run = e2e::run_engine(model->path(), args);
+    testing::EngineRun run = testing::run_engine(model->path(), args);
     ASSERT_TRUE(run.ready) << run.error;
     StartupLogParser parser;
     for (const auto& line : run.lines) parser.feed(line);

@@ -8,7 +8,7 @@
 
 #include "gguf/synth.h"
 #include "plan/model_desc.h"
-#include "plan/test_models.h"
+#include "testing/test_models.h"
 
 namespace kvgate::engine {
 namespace {
@@ -39,7 +39,7 @@ std::string dump(const Comparison& c) {
 }
 
 plan::ModelDescriptor preset(std::string_view name) {
-  auto m = plan::testing::describe_synth(gguf::find_synth_preset(name)->spec);
+  auto m = testing::describe_synth(gguf::find_synth_preset(name)->spec);
   EXPECT_TRUE(m.ok()) << m.error().message();
   return *m;
 }
@@ -107,7 +107,7 @@ TEST(Verify, SettingsOnlyStillCatchesTypeAndContext) {
 }
 
 TEST(Verify, PinnedEngineLogMatchesItsPlan) {
-  auto m = plan::testing::describe_synth(*gguf::synth_defaults("qwen35"));
+  auto m = testing::describe_synth(*gguf::synth_defaults("qwen35"));
   ASSERT_TRUE(m.ok());
   plan::ServerSettings s;
   s.ctx = 4096;
@@ -120,7 +120,7 @@ TEST(Verify, PinnedEngineLogMatchesItsPlan) {
 }
 
 TEST(Verify, IkLogs) {
-  auto qwen3 = plan::testing::MetaModel("qwen3moe")
+  auto qwen3 = testing::MetaModel("qwen3moe")
                    .u32("block_count", 94)
                    .u32("embedding_length", 4096)
                    .u32("attention.head_count", 64)
@@ -141,7 +141,7 @@ TEST(Verify, IkLogs) {
   EXPECT_TRUE(has(bad, "kv_type_mismatch")) << dump(bad);
   EXPECT_TRUE(has(bad, "kv_larger_than_planned")) << dump(bad);
 
-  auto ds = plan::testing::MetaModel("deepseek2")
+  auto ds = testing::MetaModel("deepseek2")
                 .u32("block_count", 61)
                 .u32("embedding_length", 7168)
                 .u32("attention.head_count", 128)
@@ -175,7 +175,7 @@ TEST(Verify, FactsAlone) {
 TEST(Verify, CapPredictedByThePlanIsInformational) {
   gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
   spec.ctx_train = 32768;
-  auto m = plan::testing::describe_synth(spec);
+  auto m = testing::describe_synth(spec);
   plan::ServerSettings s;
   s.ctx = 65536;
   Expectation e = planned(*m, s, {.has_accelerator = false});

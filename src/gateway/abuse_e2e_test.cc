@@ -12,12 +12,18 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "gateway/e2e_support.h"
-#include "gateway/fault_support.h"
-#include "gateway/normalize.h"
-#include "gateway/session_store.h"
+#include "session/normalize.h"
+#include "session/session_store.h"
+#include "testing/fault_support.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using http::HttpServerOptions;
+using session::StoredSession;
+using session::chain_hashes;
+using session::recognition_keys;
+
 namespace {
 
 using nlohmann::json;

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "gateway/relaxed_json.h"
+#include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {
+
+using rescue::sanitize_utf8;
 
 nlohmann::json ApiError::to_json() const {
   nlohmann::json e = extra.is_object() ? extra : nlohmann::json::object();

@@ -8,14 +8,34 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
-#include "gateway/history_repair.h"
-#include "gateway/intake.h"
-#include "gateway/normalize.h"
 #include "gateway/request_limits.h"
-#include "util/log.h"
+#include "rescue/history_repair.h"
+#include "session/intake.h"
+#include "session/normalize.h"
 #include "util/json.h"
+#include "util/log.h"
 
 namespace kvgate::gateway {
+
+using http::HeaderList;
+using rescue::HistoryRepair;
+using rescue::repair_history;
+using rescue::repair_kind_name;
+using session::CompactionResult;
+using session::Intake;
+using session::RequestKeys;
+using session::SummarizeFn;
+using session::apply_thinking_policy;
+using session::build_view;
+using session::cause_name;
+using session::compact;
+using session::evidence_name;
+using session::first_different_byte;
+using session::first_different_message;
+using session::recognition_keys;
+using session::reorder_tool_results;
+using session::strip_history_reasoning;
+using session::take_in;
 
 using nlohmann::json;
 

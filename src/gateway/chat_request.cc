@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "gateway/relaxed_json.h"
 #include "gateway/request_limits.h"
+#include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {
+
+using rescue::sanitize_utf8;
+
 namespace {
 
 using nlohmann::json;

@@ -5,14 +5,21 @@
 #include <fmt/format.h>
 
 #include "gateway/gateway.h"
-#include "gateway/history_repair.h"
-#include "gateway/relaxed_json.h"
 #include "gateway/rescue_replay.h"
-#include "gateway/tool_call_parse.h"
-#include "util/log.h"
+#include "rescue/history_repair.h"
+#include "rescue/relaxed_json.h"
+#include "rescue/tool_call_parse.h"
 #include "util/json.h"
+#include "util/log.h"
 
 namespace kvgate::gateway {
+
+using rescue::ToolCallParseResult;
+using rescue::call_issue_name;
+using rescue::parse_strict_json;
+using rescue::parse_tool_calls;
+using rescue::repair_history;
+using rescue::sanitize_utf8;
 
 using nlohmann::json;
 

@@ -12,10 +12,13 @@
 #include "gateway/finish_reason.h"
 #include "gateway/gateway.h"
 #include "gateway/rescue_replay.h"
-#include "gateway/sse.h"
+#include "http/sse.h"
 #include "util/json.h"
 
 namespace kvgate::gateway {
+
+using http::SseParser;
+using session::apply_empty_content_fallback;
 
 using nlohmann::json;
 

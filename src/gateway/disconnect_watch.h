@@ -12,10 +12,12 @@
 #include <mutex>
 #include <thread>
 
-#include "gateway/http_server.h"
 #include "gateway/upstream.h"
+#include "http/http_server.h"
 
 namespace kvgate::gateway {
+
+using http::ResponseWriter;
 
 class DisconnectWatch {
  public:

@@ -7,12 +7,15 @@
 #include <fmt/format.h>
 
 #include "engine/probe.h"
-#include "gateway/e2e_support.h"
-#include "gateway/fork_param.h"
-#include "gateway/sse.h"
+#include "http/sse.h"
 #include "plan/engine_quirks.h"
+#include "testing/fork_param.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using http::SseParser;
+
 namespace {
 
 using nlohmann::json;
@@ -169,8 +172,8 @@ uint64_t second_turn_cached(const std::vector<std::string>& extra_args, uint64_t
 }
 
 TEST(IkHybridE2eTest, CheckpointToleranceKeepsTheCache) {
-  auto ik = engine::ik_server_under_test();
-  if (!ik) GTEST_SKIP() << engine::kIkAbsent;
+  auto ik = testing::ik_server_under_test();
+  if (!ik) GTEST_SKIP() << testing::kIkAbsent;
   auto probed = engine::probe_server(*ik);
   ASSERT_TRUE(probed.ok()) << probed.error().message();
   plan::ServerSettings s;

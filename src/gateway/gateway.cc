@@ -5,17 +5,21 @@
 
 #include <fmt/format.h>
 
-#include "gateway/engine_errors.h"
-#include "gateway/slot_listing.h"
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
+#include "gateway/engine_errors.h"
 #include "gateway/reply.h"
-#include "gateway/sse.h"
+#include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
-#include "util/log.h"
+#include "http/sse.h"
 #include "util/json.h"
+#include "util/log.h"
 
 namespace kvgate::gateway {
+
+using http::HeaderList;
+using http::SseParser;
+using session::scope_of_key;
 
 using nlohmann::json;
 

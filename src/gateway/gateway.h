@@ -43,22 +43,35 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_error.h"
-#include "gateway/compactor.h"
-#include "gateway/reply.h"
-#include "gateway/request_limits.h"
-#include "gateway/session_store.h"
-#include "gateway/stabiliser.h"
-#include "gateway/stream_relay.h"
-#include "gateway/http_server.h"
 #include "gateway/kv_keeper.h"
 #include "gateway/metrics.h"
-#include "gateway/session.h"
-#include "gateway/thinking.h"
+#include "gateway/reply.h"
+#include "gateway/request_limits.h"
+#include "gateway/stream_relay.h"
 #include "gateway/tokens.h"
 #include "gateway/upstream.h"
+#include "http/http_server.h"
 #include "plan/engine_quirks.h"
+#include "session/compactor.h"
+#include "session/session.h"
+#include "session/session_store.h"
+#include "session/stabiliser.h"
+#include "session/thinking.h"
 
 namespace kvgate::gateway {
+
+using http::HeadVerdict;
+using http::HttpRequest;
+using http::ResponseWriter;
+using session::BreakCause;
+using session::CompactionOptions;
+using session::Conversation;
+using session::Session;
+using session::SessionStore;
+using session::SessionTable;
+using session::SlotPool;
+using session::StabiliserOptions;
+using session::ThinkingOptions;
 
 struct GatewayOptions {
   // Keys clients authenticate with; none: no authentication. Each key is its own scope:

@@ -4,11 +4,15 @@
 #include <atomic>
 #include <thread>
 
-#include "gateway/e2e_support.h"
-#include "gateway/fork_param.h"
-#include "gateway/sse.h"
+#include "http/sse.h"
+#include "testing/fork_param.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using http::HttpServerOptions;
+using http::SseParser;
+
 namespace {
 
 using nlohmann::json;

@@ -7,6 +7,13 @@
 
 namespace kvgate::gateway {
 
+using http::HeaderList;
+using session::PrefixBreak;
+using session::TurnRecord;
+using session::cause_name;
+using session::locate_break;
+using session::recomputed_tokens;
+
 using nlohmann::json;
 
 namespace {

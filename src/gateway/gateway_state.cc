@@ -9,6 +9,13 @@
 
 namespace kvgate::gateway {
 
+using session::StoredSession;
+using session::SummarizeFn;
+using session::build_view;
+using session::compact;
+using session::message_text;
+using session::recognition_keys;
+
 using nlohmann::json;
 
 namespace {

@@ -13,10 +13,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "gateway/e2e_support.h"
-#include "gateway/fault_support.h"
+#include "testing/fault_support.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using http::HttpServerOptions;
+
 namespace {
 
 using nlohmann::json;

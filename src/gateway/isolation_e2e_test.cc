@@ -7,10 +7,13 @@
 
 #include <fmt/format.h>
 
-#include "gateway/e2e_support.h"
-#include "gateway/isolation_oracle.h"
+#include "testing/gateway_e2e.h"
+#include "testing/isolation_oracle.h"
 
 namespace kvgate::gateway {
+
+using session::scope_of_key;
+
 namespace {
 
 using nlohmann::json;

@@ -9,13 +9,13 @@
 
 #include <fmt/format.h>
 
-#include "engine/engines_under_test.h"
-#include "gateway/e2e_support.h"
-#include "gateway/fork_param.h"
+#include "gguf/file.h"
 #include "plan/engine_quirks.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
-#include "gguf/file.h"
+#include "testing/engines_under_test.h"
+#include "testing/fork_param.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
 namespace {

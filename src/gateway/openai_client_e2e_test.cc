@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "gateway/e2e_support.h"
+#include "testing/gateway_e2e.h"
 #include "util/subprocess.h"
 
 namespace kvgate::gateway {

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "gateway/e2e_support.h"
-#include "gateway/fork_param.h"
+#include "testing/fork_param.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -7,9 +7,12 @@
 
 #include <fmt/format.h>
 
-#include "gateway/relaxed_json.h"
+#include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {
+
+using rescue::sanitize_utf8;
+
 namespace {
 
 using nlohmann::json;

@@ -9,13 +9,20 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gateway/e2e_support.h"
-#include "gateway/history_repair.h"
-#include "gateway/relaxed_json.h"
 #include "gateway/rescue_replay.h"
-#include "gateway/tool_call_parse.h"
+#include "rescue/history_repair.h"
+#include "rescue/relaxed_json.h"
+#include "rescue/tool_call_parse.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using rescue::RepairedHistory;
+using rescue::dump_json;
+using rescue::is_valid_utf8;
+using rescue::parse_tool_calls;
+using rescue::repair_history;
+
 namespace {
 
 using nlohmann::json;

@@ -5,12 +5,16 @@
 
 #include <fmt/format.h>
 
-#include "gateway/e2e_support.h"
-#include "gateway/fork_param.h"
-#include "gateway/relaxed_json.h"
-#include "gateway/sse.h"
+#include "http/sse.h"
+#include "rescue/relaxed_json.h"
+#include "testing/fork_param.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
+
+using http::SseParser;
+using rescue::parse_strict_json;
+
 namespace {
 
 using nlohmann::json;

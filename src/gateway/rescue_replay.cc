@@ -4,10 +4,13 @@
 #include <array>
 
 #include "gateway/engine_errors.h"
-#include "gateway/relaxed_json.h"
 #include "gateway/reply.h"
+#include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {
+
+using rescue::parse_strict_json;
+
 namespace {
 
 using nlohmann::json;

@@ -2,6 +2,8 @@
 
 namespace kvgate::gateway {
 
+using http::HeaderList;
+
 namespace {
 const HeaderList kSseHeaders = {{"Content-Type", "text/event-stream"},
                                 {"Cache-Control", "no-cache"},

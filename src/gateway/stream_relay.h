@@ -17,10 +17,12 @@
 #include <string>
 #include <thread>
 
-#include "gateway/http_server.h"
 #include "gateway/upstream.h"
+#include "http/http_server.h"
 
 namespace kvgate::gateway {
+
+using http::ResponseWriter;
 
 class StreamRelay {
  public:

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "gateway/normalize.h"
+#include "session/normalize.h"
 
 namespace kvgate::gateway {
+
+using session::hash64;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 
-#include "gateway/sse.h"
+#include "http/sse.h"
 
 namespace kvgate::gateway {
+
+using http::SseParser;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

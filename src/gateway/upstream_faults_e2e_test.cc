@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/supervisor.h"
-#include "gateway/e2e_support.h"
-#include "gateway/fault_support.h"
+#include "testing/fault_support.h"
+#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan/probe_fixtures.h"
+#include "testing/probe_fixtures.h"
 
 namespace kvgate::plan {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "gguf/synth.h"
 #include "plan/capacity.h"
-#include "plan/test_models.h"
+#include "testing/test_models.h"
 
 namespace kvgate::plan {
 namespace {

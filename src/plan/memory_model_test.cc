@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/synth.h"
-#include "plan/test_models.h"
+#include "testing/test_models.h"
 
 namespace kvgate::plan {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "gguf/synth.h"
 #include "plan/memory_model.h"
-#include "plan/test_models.h"
+#include "testing/test_models.h"
 
 namespace kvgate::plan {
 namespace {

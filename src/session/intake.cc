@@ -1,0 +1,193 @@
+#include "session/intake.h"
+
+#include <fmt/format.h>
+
+#include "session/normalize.h"
+
+namespace kvgate::session {
+
+using nlohmann::json;
+
+namespace {
+
+bool is_role(const json& m, const char* role) { return m.is_object() && m.value("role", "") == role; }
+
+bool has_string_system(const json& messages) {
+  return !messages.empty() && is_role(messages[0], "system") && messages[0].contains("content") &&
+         messages[0]["content"].is_string();
+}
+
+// A conversation with none of the stored state but the truncation decisions (L1): those are
+// a function of a message's own text, re-applied to the request's own messages.
+Conversation fresh_from(const Conversation& stored) {
+  Conversation c;
+  c.truncations = stored.truncations;
+  c.generation = stored.generation;
+  return c;
+}
+
+struct Window {
+  uint64_t history = 0;  // where the request's window starts in the stored history
+  size_t request = 0;    // the request's first message of the window
+  uint64_t overlap = 0;  // messages both have, verbatim
+};
+
+// Where a request that dropped its oldest turns starts in the stored history: the first
+// request message (after `from`) found among the kept messages, with every message of the
+// overlap the same (masked, then exactly).
+std::optional<Window> align_window(const Conversation& conv, const RequestKeys& keys, size_t from) {
+  const size_t n = keys.hashes.size();
+  for (size_t j = from; j < n; ++j) {
+    for (uint64_t h = conv.first_kept(); h < conv.length; ++h) {
+      if (conv.at(h).hash != keys.hashes[j]) continue;
+      const uint64_t overlap = std::min<uint64_t>(conv.length - h, n - j);
+      bool same = true;
+      for (uint64_t t = 0; t < overlap && same; ++t) same = conv.at(h + t).hash == keys.hashes[j + t];
+      if (!same) continue;
+      uint64_t verbatim = 0;
+      while (verbatim < overlap && conv.exact[h + verbatim] == keys.exact[j + verbatim]) ++verbatim;
+      return Window{h, j, verbatim};
+    }
+  }
+  return std::nullopt;
+}
+
+// The stored conversation's messages the request repeats: the common prefix of the two
+// chains, cut at the first message whose exact content differs. The system message with
+// string content is left to the pinning rule.
+uint64_t verbatim_prefix(const Conversation& conv, const RequestKeys& keys, bool system_pinnable) {
+  uint64_t k = 0;
+  while (k < keys.chain.size() && k < conv.chain.size() && keys.chain[k] == conv.chain[k]) ++k;
+  for (uint64_t i = 0; i < k; ++i) {
+    if (i == 0 && system_pinnable) continue;
+    if (conv.exact[i] != keys.exact[i]) return i;
+  }
+  return k;
+}
+
+void set_cause(Intake& in, BreakCause cause, std::string detail) {
+  if (in.cause) return;  // the first reason is the one that broke the prefix
+  in.cause = cause;
+  in.cause_detail = std::move(detail);
+}
+
+// The system message: volatile lines stay pinned at their first values (evidence required),
+// the current values are returned for the note.
+void take_system(Intake& in, const json& messages, const StabiliserOptions& options) {
+  Conversation& conv = in.conversation;
+  if (!conv.system || !has_string_system(messages)) return;
+  const std::string current = messages[0]["content"].get<std::string>();
+  if (current == conv.pinned_system) return;
+  if (options.pin_volatile_lines && in.evidence != Evidence::kNone) {
+    PinResult pin = pin_volatile_lines(conv.pinned_system, current);
+    if (!pin.edited) {
+      in.volatile_now = std::move(pin.current);
+      return;
+    }
+  }
+  conv.pinned_system = current;
+  conv.system->message = messages[0];
+  conv.exact[0] = exact_hash(messages[0]);
+  set_cause(in, BreakCause::kVolatileLine,
+            options.pin_volatile_lines ? "the system message's volatile values changed" : "the system message changed");
+}
+
+// The note with the current values goes on the newest user message, whatever this request
+// added (a retry adds nothing, and still gets today's values).
+void place_note(Intake& in, const json& messages) {
+  if (in.volatile_now.empty()) return;
+  Conversation& conv = in.conversation;
+  const std::string note = volatile_note(in.volatile_now);
+  for (uint64_t i = conv.length; i > conv.first_kept(); --i) {
+    if (!is_role(conv.at(i - 1).message, "user")) continue;
+    auto it = conv.notes.find(i - 1);
+    if (it != conv.notes.end() && it->second == note) return;
+    if (i - 1 < in.first_new) set_cause(in, BreakCause::kVolatileLine, "the current values changed on a repeated request");
+    conv.notes[i - 1] = note;
+    return;
+  }
+  // No user message to carry the note: the values are sent where the client put them.
+  conv.pinned_system = messages[0]["content"].get<std::string>();
+  conv.system->message = messages[0];
+  in.volatile_now.clear();
+  set_cause(in, BreakCause::kVolatileLine, "no user message to carry the current values");
+}
+
+}  // namespace
+
+const char* evidence_name(Evidence e) {
+  switch (e) {
+    case Evidence::kNone: return "none";
+    case Evidence::kClientId: return "client_id";
+    case Evidence::kHistoryEcho: return "history_echo";
+  }
+  return "?";
+}
+
+Intake take_in(const Conversation& stored, const IntakeRequest& request, const StabiliserOptions& options) {
+  Intake in;
+  const json& messages = request.messages;
+  const RequestKeys& keys = request.keys;
+  const size_t n = messages.size();
+  const size_t after_system = !messages.empty() && is_role(messages[0], "system") ? 1 : 0;
+  in.conversation = stored;
+  Conversation& conv = in.conversation;
+  in.evidence = request.named ? Evidence::kClientId : Evidence::kNone;
+  size_t new_from = 0;
+
+  if (request.window && !request.named) {
+    // Recognised by content as a later window: the slot and its cache are this session's,
+    // the messages are the request's own.
+    if (stored.length > 0) {
+      conv = fresh_from(stored);
+      in.restarted = true;
+      in.evidence = Evidence::kHistoryEcho;
+      set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
+    }
+  } else {
+    const bool pinnable = after_system == 1 && has_string_system(messages) && conv.system.has_value();
+    const uint64_t k = verbatim_prefix(conv, keys, pinnable);
+    // Same conversation: the request repeats the session's whole last request verbatim, and
+    // that history holds an assistant turn (or the request goes on with our reply to it).
+    const uint64_t last = request.stored_request_messages;
+    if (in.evidence == Evidence::kNone && last > 0 && k >= last &&
+        (conv.has_assistant_before(last) || (k > last && conv.replies.count(last) != 0))) {
+      in.evidence = Evidence::kHistoryEcho;
+    }
+    std::optional<Window> window;
+    if (request.named && options.continue_truncated_history && k <= after_system && conv.length > after_system) {
+      window = align_window(conv, keys, std::max<size_t>(after_system, 1));
+    }
+    // A window has dropped messages: fewer before the overlap than the kept history has. As
+    // many or more is an edit of earlier messages (the client's version is sent).
+    if (window && window->overlap > 0 && window->request < window->history) {
+      // The client dropped its oldest turns of a conversation it named: continue the kept
+      // history (content of this conversation's earlier requests).
+      if (window->overlap < conv.length - window->history) conv.truncate(window->history + window->overlap);
+      new_from = window->request + static_cast<size_t>(window->overlap);
+      in.window_continued = true;
+    } else if (in.evidence == Evidence::kNone && stored.length > 0) {
+      conv = fresh_from(stored);
+      in.restarted = true;
+      if (k < stored.length && !(k + 1 == stored.length && k == n)) {
+        set_cause(in, BreakCause::kClientEdit, fmt::format("client history differs from message {}", k));
+      }
+    } else {
+      if (k < conv.length) {
+        // Edited, regenerated, volatile values changed, or our reply dropped for a retry.
+        if (!(k + 1 == conv.length && k == n)) {
+          set_cause(in, BreakCause::kClientEdit, fmt::format("client history differs from message {}", k));
+        }
+        conv.truncate(k);
+      }
+      new_from = static_cast<size_t>(k);
+    }
+  }
+  if (new_from > 0) take_system(in, messages, options);
+  in.first_new = conv.length;
+  for (size_t i = new_from; i < n; ++i) conv.append(messages[i]);
+  place_note(in, messages);
+  return in;
+}
+
+}  // namespace kvgate::session

@@ -1,0 +1,383 @@
+// The isolation invariant (intake.h) on the gateway's own recognition, intake, compaction
+// and view, driven the way Gateway::chat drives them, with a durable store in memory:
+// the field reports' reproductions, then a property test over generated families of
+// colliding clients, every upstream view checked by IsolationOracle.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "session/compactor.h"
+#include "session/intake.h"
+#include "session/normalize.h"
+#include "session/session.h"
+#include "testing/isolation_oracle.h"
+
+namespace kvgate::session {
+namespace {
+
+using nlohmann::json;
+using testing::IsolationOracle;
+using MiniGateway = testing::MiniGateway;
+
+json msg(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+
+std::string all_text(const json& view) { return view.dump(); }
+
+const std::string kScope = scope_of_key("key-1");
+
+TEST(IsolationTest, SameSystemPromptAndOneEqualMessageIsAnotherConversation) {
+  MiniGateway gw;
+  const json s = msg("system", "You are a helpful assistant.");
+  const json a = json::array({s, msg("user", "my password is hunter2"), msg("assistant", "noted"), msg("user", "yes")});
+  gw.send(kScope, std::nullopt, a, msg("assistant", "ok then"));
+  const json b = json::array({s, msg("user", "what is the capital of France"), msg("assistant", "Paris"), msg("user", "yes")});
+  auto t = gw.send(kScope, std::nullopt, b, msg("assistant", "good"));
+  EXPECT_EQ(all_text(t.view).find("hunter2"), std::string::npos) << t.view.dump();
+  EXPECT_EQ(t.view, b);
+  EXPECT_EQ(t.how, "new");
+}
+
+TEST(IsolationTest, ASubAgentWithAFixedInstructionGetsOnlyItsOwnRun) {
+  // Qwen Code's memory sub-agent: one system prompt, one fixed instruction, then this run's
+  // material; run 2 must not be sent run 1's.
+  MiniGateway gw;
+  const json s = msg("system", "You extract memories. Today's date is 2026-12-01.");
+  const json fixed = msg("user", "Extract the facts worth remembering from the conversation below.");
+  const json run1 = json::array({s, fixed, msg("user", "run one: the user likes tea")});
+  gw.send(kScope, std::nullopt, run1, msg("assistant", "likes tea"));
+  const json run1b = json::array({s, fixed, msg("user", "run one: the user likes tea"), msg("assistant", "likes tea"),
+                                  msg("user", "and coffee?")});
+  gw.send(kScope, std::nullopt, run1b, msg("assistant", "no"));
+  const json run2 = json::array({msg("system", "You extract memories. Today's date is 2026-12-02."), fixed,
+                                 msg("user", "run two: the user moved to Oslo")});
+  auto t = gw.send(kScope, std::nullopt, run2, msg("assistant", "Oslo"));
+  EXPECT_EQ(all_text(t.view).find("tea"), std::string::npos) << t.view.dump();
+  EXPECT_EQ(t.view, run2);
+}
+
+TEST(IsolationTest, AnotherDirectoryOrAnotherDayIsNotServedTheOldListingOrDate) {
+  MiniGateway gw;
+  const json s = msg("system", "You are a coding agent.");
+  auto env = [](const std::string& date, const std::string& dir, const std::string& listing) {
+    return msg("user", "Today's date is " + date + ".\nMy working directory is " + dir + "\nFiles:\n" + listing);
+  };
+  const json day1 = json::array({s, env("2026-12-01", "/home/u/alpha", "a.c\nb.c"), msg("user", "hi")});
+  gw.send(kScope, std::nullopt, day1, msg("assistant", "hello"));
+  // Another directory, same system prompt and the same fixed "hi".
+  const json other_dir = json::array({s, env("2026-12-01", "/home/u/beta", "x.py"), msg("user", "hi")});
+  auto t1 = gw.send(kScope, std::nullopt, other_dir, msg("assistant", "hello"));
+  EXPECT_EQ(t1.view, other_dir);
+  // The next day in the first directory: the date is in the first user message (masked for
+  // recognition): the engine must get today's date.
+  const json day2 = json::array({s, env("2026-12-02", "/home/u/alpha", "a.c\nb.c"), msg("user", "hi")});
+  auto t2 = gw.send(kScope, std::nullopt, day2, msg("assistant", "hello"));
+  EXPECT_EQ(t2.view, day2);
+  EXPECT_EQ(all_text(t2.view).find("2026-12-01"), std::string::npos);
+}
+
+TEST(IsolationTest, ADailyOneShotRunGetsTodaysDate) {
+  MiniGateway gw;
+  const json day1 = json::array({msg("system", "date-day1 Today is 2026-12-01."), msg("user", "summarise my inbox")});
+  gw.send(kScope, std::nullopt, day1, msg("assistant", "nothing new"));
+  const json day2 = json::array({msg("system", "date-day1 Today is 2026-12-02."), msg("user", "summarise my inbox")});
+  auto t = gw.send(kScope, std::nullopt, day2, msg("assistant", "two mails"));
+  EXPECT_EQ(t.how, "prefix");
+  EXPECT_EQ(t.view, day2) << t.view.dump();
+  EXPECT_EQ(evidence_name(t.intake.evidence), std::string("none"));
+}
+
+TEST(IsolationTest, ARetryOfALaterTurnCarriesTheCurrentValuesInANote) {
+  MiniGateway gw;
+  const json s1 = msg("system", "Current time: 2026-12-01 10:00:00\nBe brief.");
+  const json s2 = msg("system", "Current time: 2026-12-02 09:30:00\nBe brief.");
+  const json t1 = json::array({s1, msg("user", "first")});
+  gw.send(kScope, std::nullopt, t1, msg("assistant", "one"));
+  const json t2 = json::array({s1, msg("user", "first"), msg("assistant", "one"), msg("user", "second")});
+  gw.send(kScope, std::nullopt, t2, msg("assistant", "two"));
+  // The client retries turn 2 a day later (our reply dropped): same conversation (it carries
+  // "one"), the system stays pinned, and today's time reaches the model.
+  json retry = t2;
+  retry[0] = s2;
+  auto t = gw.send(kScope, std::nullopt, retry, msg("assistant", "two again"));
+  EXPECT_EQ(evidence_name(t.intake.evidence), std::string("history_echo"));
+  EXPECT_NE(all_text(t.view).find("2026-12-02 09:30:00"), std::string::npos) << t.view.dump();
+  EXPECT_EQ(t.view[0]["content"], s1["content"]);  // the cached prefix is kept
+  IsolationOracle oracle;
+  oracle.answered(kScope, std::nullopt, t1, msg("assistant", "one"));
+  oracle.answered(kScope, std::nullopt, t2, msg("assistant", "two"));
+  EXPECT_EQ(oracle.check(kScope, std::nullopt, retry, t.view), "");
+}
+
+TEST(IsolationTest, TwoKeysNeverShareAConversationByIdOrByContent) {
+  MiniGateway gw;
+  const std::string key2 = scope_of_key("key-2");
+  const json a = json::array({msg("system", "S"), msg("user", "secret of key one")});
+  auto t1 = gw.send(kScope, std::string("shared-id"), a, msg("assistant", "kept"));
+  // The same id and the same content under key 2: another session, nothing of key 1's.
+  json b = a;
+  b.push_back(msg("assistant", "kept"));
+  b.push_back(msg("user", "and?"));
+  auto t2 = gw.send(key2, std::string("shared-id"), json::array({msg("system", "S"), msg("user", "and?")}), msg("assistant", "x"));
+  EXPECT_NE(t2.session, t1.session);
+  EXPECT_EQ(all_text(t2.view).find("secret"), std::string::npos);
+  auto t3 = gw.send(key2, std::nullopt, b, msg("assistant", "y"));
+  EXPECT_NE(t3.session, t1.session);
+  EXPECT_EQ(t3.how, "new");
+  EXPECT_EQ(gw.table().get(t1.session->id, key2), nullptr);
+  for (const auto& s : gw.table().list(key2)) EXPECT_NE(s, t1.session);
+}
+
+TEST(IsolationTest, ASlidingWindowWithoutAnIdIsSentItsOwnWindowInItsSlot) {
+  MiniGateway gw;
+  json h = json::array({msg("system", "S")});
+  for (int i = 0; i < 6; ++i) h.push_back(msg(i % 2 ? "assistant" : "user", "m" + std::to_string(i)));
+  h.push_back(msg("user", "u6"));
+  auto t1 = gw.send(kScope, std::nullopt, h, msg("assistant", "r6"));
+  json next = json::array({msg("system", "S")});
+  for (size_t i = 3; i < h.size(); ++i) next.push_back(h[i]);
+  next.push_back(msg("assistant", "r6"));
+  next.push_back(msg("user", "u7"));
+  auto t2 = gw.send(kScope, std::nullopt, next, msg("assistant", "r7"));
+  EXPECT_EQ(t2.how, "window");
+  EXPECT_EQ(t2.session, t1.session);  // its slot and cache
+  EXPECT_EQ(t2.view, next);           // nothing it dropped
+}
+
+TEST(IsolationTest, ASlidingWindowOfItsOwnAssistantTurnsStaysOneSession) {
+  // A replayed trace with a window: the client sends its own assistant turns, not ours.
+  MiniGateway gw;
+  json h = json::array();
+  std::shared_ptr<Session> first;
+  for (int i = 0; i < 12; ++i) {
+    h.push_back(msg("user", "u" + std::to_string(i)));
+    json window = json::array({msg("system", "S")});
+    for (size_t k = h.size() > 6 ? h.size() - 6 : 0; k < h.size(); ++k) window.push_back(h[k]);
+    if (window[1]["role"] != "user") window.erase(window.begin() + 1);
+    auto t = gw.send(kScope, std::nullopt, window, msg("assistant", "ours " + std::to_string(i)));
+    if (!first) first = t.session;
+    EXPECT_EQ(t.session, first) << "turn " << i << " " << t.how;
+    EXPECT_EQ(t.view, window);
+    h.push_back(msg("assistant", "trace's " + std::to_string(i)));
+  }
+}
+
+TEST(IsolationTest, ANamedSlidingWindowContinuesItsKeptHistory) {
+  MiniGateway gw;
+  json h = json::array({msg("system", "S")});
+  for (int i = 0; i < 6; ++i) h.push_back(msg(i % 2 ? "assistant" : "user", "m" + std::to_string(i)));
+  gw.send(kScope, std::string("agent"), h, msg("assistant", "r"));
+  json next = json::array({msg("system", "S")});
+  for (size_t i = 3; i < h.size(); ++i) next.push_back(h[i]);
+  next.push_back(msg("assistant", "r"));
+  next.push_back(msg("user", "u"));
+  auto t = gw.send(kScope, std::string("agent"), next, msg("assistant", "r2"));
+  EXPECT_TRUE(t.intake.window_continued);
+  EXPECT_NE(all_text(t.view).find("m0"), std::string::npos);  // its own earlier history
+}
+
+TEST(IsolationTest, ANamedConversationWithAnEditedEarlierMessageIsSentTheEdit) {
+  // Not a window: as many messages before the common part as before, one of them changed.
+  MiniGateway gw;
+  json h = json::array({msg("system", "S"), msg("user", "the build is green")});
+  gw.send(kScope, std::string("agent"), h, msg("assistant", "ok"));
+  h.push_back(msg("assistant", "ok"));
+  h.push_back(msg("user", "next"));
+  gw.send(kScope, std::string("agent"), h, msg("assistant", "done"));
+  h.push_back(msg("assistant", "done"));
+  h.push_back(msg("user", "and then?"));
+  h[1]["content"] = "the build is red";
+  auto t = gw.send(kScope, std::string("agent"), h, msg("assistant", "fix it"));
+  EXPECT_FALSE(t.intake.window_continued);
+  EXPECT_EQ(t.view, h);
+  ASSERT_TRUE(t.intake.cause.has_value());
+  EXPECT_EQ(cause_name(*t.intake.cause), std::string("client_edit"));
+  // The same edit in a conversation that also dropped its first turn is still its own text.
+  json w = json::array({msg("system", "S"), msg("user", "the build is red, again")});
+  for (size_t i = 2; i < h.size(); ++i) w.push_back(h[i]);
+  w.push_back(msg("assistant", "fix it"));
+  w.push_back(msg("user", "ok"));
+  auto t2 = gw.send(kScope, std::string("agent"), w, msg("assistant", "fine"));
+  EXPECT_EQ(all_text(t2.view).find("the build is green"), std::string::npos) << t2.view.dump();
+  EXPECT_NE(all_text(t2.view).find("the build is red, again"), std::string::npos) << t2.view.dump();
+}
+
+TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageIsSentAsTheClientHasIt) {
+  MiniGateway gw;
+  const json t1 = json::array({msg("system", "S"), msg("user", "meeting on 2026-12-01 at 10:00")});
+  gw.send(kScope, std::nullopt, t1, msg("assistant", "ok"));
+  json t2 = t1;
+  t2[1]["content"] = "meeting on 2026-12-03 at 11:00";  // the client changed the date in place
+  t2.push_back(msg("assistant", "ok"));
+  t2.push_back(msg("user", "remind me"));
+  auto t = gw.send(kScope, std::nullopt, t2, msg("assistant", "sure"));
+  EXPECT_EQ(t.view, t2);
+}
+
+TEST(IsolationTest, AClientSendingItsOwnAssistantTurnsKeepsItsPinnedClock) {
+  // A replayed trace: the history carries the trace's assistant messages, not our replies.
+  MiniGateway gw;
+  json h = json::array({msg("system", "Current time: 2026-12-01 10:00:00\nWork.")});
+  std::vector<MiniGateway::Turn> turns;
+  for (int i = 0; i < 4; ++i) {
+    h[0]["content"] = fmt::format("Current time: 2026-12-01 10:0{}:00\nWork.", i);
+    h.push_back(msg("user", "step " + std::to_string(i)));
+    turns.push_back(gw.send(kScope, std::nullopt, h, msg("assistant", "our reply " + std::to_string(i))));
+    h.push_back(msg("assistant", "trace reply " + std::to_string(i)));
+  }
+  // Turn 2 carries no assistant turn of the stored history yet: rebuilt; from turn 3 on the
+  // first system message stays upstream and the clock travels in the note.
+  EXPECT_EQ(evidence_name(turns[1].intake.evidence), std::string("none"));
+  EXPECT_EQ(evidence_name(turns[3].intake.evidence), std::string("history_echo"));
+  EXPECT_EQ(turns[3].view[0]["content"], turns[2].view[0]["content"]);
+  EXPECT_NE(all_text(turns[3].view).find("10:03:00"), std::string::npos);
+}
+
+TEST(IsolationTest, SharedFewShotTurnsDoNotCarryAnotherRequestsValues) {
+  MiniGateway gw;
+  auto few_shot = [](const std::string& clock, const std::string& ask) {
+    return json::array({msg("system", "Current time: " + clock + "\nAnswer like the example."),
+                        msg("user", "example question"), msg("assistant", "example answer"), msg("user", ask)});
+  };
+  gw.send(kScope, std::nullopt, few_shot("2026-12-01 08:00:00", "meeting on 2026-12-01"), msg("assistant", "ok"));
+  // Another person: the same examples, a question that differs only in a date.
+  const json b = few_shot("2026-12-01 09:15:00", "meeting on 2026-12-09");
+  auto t = gw.send(kScope, std::nullopt, b, msg("assistant", "ok"));
+  EXPECT_EQ(t.view, b) << t.view.dump();
+}
+
+// ---- Property test: families of colliding clients --------------------------------------
+
+struct Client {
+  std::string scope;
+  std::optional<std::string> id;
+  json history;  // what the client sends next (before its new message)
+};
+
+class Families {
+ public:
+  explicit Families(uint32_t seed) : rng_(seed) {}
+
+  // One generated case: a few clients of two keys sharing system prompts, messages, ids.
+  std::string run(int steps, uint64_t high) {
+    MiniGateway gw(pick(3) == 0 ? 3 : 1024, high);
+    IsolationOracle oracle;
+    const std::string scopes[] = {scope_of_key("k1"), scope_of_key("k2")};
+    std::vector<Client> clients;
+    for (int i = 0; i < 4; ++i) {
+      Client c{scopes[pick(4) == 0 ? 1 : 0], std::nullopt, json::array()};
+      if (pick(3) == 0) c.id = "id-" + std::to_string(pick(2));  // ids collide across clients and keys
+      c.history.push_back(system_message(0));
+      clients.push_back(std::move(c));
+    }
+    for (int step = 0; step < steps; ++step) {
+      Client& c = clients[pick(clients.size())];
+      act(c, clients, step);
+      const json request = c.history;
+      const json reply = msg("assistant", word() + (pick(4) == 0 ? "" : " " + word() + std::to_string(step)));
+      auto t = gw.send(c.scope, c.id, request, reply);
+      if (auto e = oracle.check(c.scope, c.id, request, t.view); !e.empty()) {
+        return fmt::format("step {} ({} {}): {}\nrequest: {}\nview: {}", step, t.how,
+                           evidence_name(t.intake.evidence), e, request.dump().substr(0, 1500),
+                           t.view.dump().substr(0, 1500));
+      }
+      oracle.answered(c.scope, c.id, request, reply);
+      // A client may drop our reply (a retry), or send its own version of the turn (a
+      // replayed trace, an agent that rewrites assistant messages).
+      const size_t what = pick(10);
+      if (what >= 2) c.history.push_back(reply);
+      if (what == 1) c.history.push_back(msg("assistant", "client-written " + word()));
+    }
+    return "";
+  }
+
+ private:
+  size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
+  std::string word() {
+    static const char* kWords[] = {"yes", "ok", "the", "file", "tea", "Paris", "done", "error", "hunter2", "run"};
+    return kWords[pick(std::size(kWords))];
+  }
+  json system_message(int day) {
+    std::string text = "You are an agent.";
+    if (pick(2) == 0) text = fmt::format("Current time: 2026-12-{:02} 10:{:02}:00\n", 1 + day % 28, pick(60)) + text;
+    if (pick(4) == 0) text += fmt::format("\nrequest 550e8400-e29b-41d4-a716-4466554400{:02}", pick(100));
+    return msg("system", text);
+  }
+  json user_message() {
+    switch (pick(6)) {
+      case 0: return msg("user", "yes");
+      case 1: return msg("user", "Extract the facts worth remembering.");
+      case 2: return msg("user", fmt::format("meeting on 2026-12-{:02}", 1 + pick(28)));
+      case 3: return msg("user", std::string(200 + pick(600), 'x') + word());
+      default: return msg("user", word() + " " + word() + " " + word());
+    }
+  }
+  void act(Client& c, std::vector<Client>& all, int step) {
+    json& h = c.history;
+    switch (pick(10)) {
+      case 0:  // the clock in the system prompt moves on
+        h[0] = system_message(step);
+        break;
+      case 1:  // sliding window: drop the oldest turns
+        if (h.size() > 4) {
+          const auto drop = static_cast<std::ptrdiff_t>(std::min<size_t>(h.size() - 3, 1 + pick(3)));
+          h.erase(h.begin() + 1, h.begin() + 1 + drop);
+        }
+        break;
+      case 2:  // edit an earlier message
+        if (h.size() > 2) h[1 + pick(h.size() - 1)] = user_message();
+        break;
+      case 3:  // a new run of the same agent: the opening again, next day
+        h = json::array({system_message(step), user_message()});
+        return;
+      case 4: {  // fork another client's history (same key or not)
+        const Client& o = all[pick(all.size())];
+        h = o.history;
+        break;
+      }
+      case 5:  // retry: send the same request again
+        if (h.size() > 1 && h.back().value("role", "") == "user") return;
+        break;
+      default:
+        break;
+    }
+    h.push_back(user_message());
+  }
+  std::mt19937 rng_;
+};
+
+TEST(IsolationPropertyTest, ThousandsOfCollidingConversationsNeverMix) {
+  int cases = 0, requests = 0;
+  for (uint32_t seed = 1; seed <= 2000; ++seed) {
+    Families f(seed);
+    const int steps = 12 + static_cast<int>(seed % 13);
+    const std::string failure = f.run(steps, seed % 4 == 0 ? 900 : 0);  // a quarter compact (small budget)
+    ASSERT_EQ(failure, "") << "seed " << seed;
+    ++cases;
+    requests += steps;
+  }
+  EXPECT_EQ(cases, 2000);
+  RecordProperty("requests", requests);
+}
+
+TEST(IsolationPropertyTest, TheOracleCatchesWhatTheOldRecognitionDid) {
+  // The oracle itself must fail on the leak the field report found: B sent A's history.
+  IsolationOracle oracle;
+  const json s = msg("system", "S");
+  const json a = json::array({s, msg("user", "my password is hunter2"), msg("assistant", "noted"), msg("user", "yes")});
+  oracle.answered(kScope, std::nullopt, a, msg("assistant", "ok"));
+  const json b = json::array({s, msg("user", "capital of France?"), msg("assistant", "Paris"), msg("user", "yes")});
+  const json leaked = json::array({s, msg("user", "my password is hunter2"), msg("assistant", "noted"), msg("user", "yes")});
+  EXPECT_NE(oracle.check(kScope, std::nullopt, b, leaked), "");
+  // Day 1's date without today's: caught too.
+  const json d1 = json::array({msg("system", "Today is 2026-12-01."), msg("user", "go")});
+  oracle.answered(kScope, std::nullopt, d1, msg("assistant", "went"));
+  const json d2 = json::array({msg("system", "Today is 2026-12-02."), msg("user", "go")});
+  EXPECT_NE(oracle.check(kScope, std::nullopt, d2, d1), "");
+  EXPECT_EQ(oracle.check(kScope, std::nullopt, d2, d2), "");
+}
+
+}  // namespace
+}  // namespace kvgate::session

@@ -1,0 +1,230 @@
+#include "session/normalize.h"
+
+#include <cctype>
+
+#include "util/json.h"
+
+namespace kvgate::session {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+size_t count_while(std::string_view s, size_t i, bool (*pred)(char)) {
+  size_t n = 0;
+  while (i + n < s.size() && pred(s[i + n])) ++n;
+  return n;
+}
+
+// Each matcher returns the length of its pattern at position i (0 = no match).
+size_t match_uuid(std::string_view s, size_t i) {
+  static constexpr size_t kGroups[] = {8, 4, 4, 4, 12};
+  size_t pos = i;
+  for (size_t g = 0; g < 5; ++g) {
+    if (count_while(s, pos, is_hex) < kGroups[g]) return 0;
+    pos += kGroups[g];
+    if (g < 4) {
+      if (pos >= s.size() || s[pos] != '-') return 0;
+      ++pos;
+    }
+  }
+  if (pos < s.size() && is_hex(s[pos])) return 0;
+  return pos - i;
+}
+
+size_t match_date(std::string_view s, size_t i) {
+  // 2026-11-29, 2026/11/29, 2026.11.29, 2026年11月29日
+  if (count_while(s, i, is_digit) != 4) return 0;
+  size_t pos = i + 4;
+  if (s.substr(pos, 3) == "年") {
+    pos += 3;
+    const size_t m = count_while(s, pos, is_digit);
+    if (m < 1 || m > 2 || s.substr(pos + m, 3) != "月") return 0;
+    pos += m + 3;
+    const size_t d = count_while(s, pos, is_digit);
+    if (d < 1 || d > 2) return 0;
+    pos += d;
+    if (s.substr(pos, 3) == "日") pos += 3;
+    return pos - i;
+  }
+  if (pos >= s.size() || (s[pos] != '-' && s[pos] != '/' && s[pos] != '.')) return 0;
+  const char sep = s[pos++];
+  const size_t m = count_while(s, pos, is_digit);
+  if (m < 1 || m > 2 || pos + m >= s.size() || s[pos + m] != sep) return 0;
+  pos += m + 1;
+  const size_t d = count_while(s, pos, is_digit);
+  if (d < 1 || d > 2) return 0;
+  return pos + d - i;
+}
+
+size_t match_time(std::string_view s, size_t i) {
+  // 10:02, 10:02:35, 10:02:35.123, optional Z / +08:00 after a full time
+  const size_t h = count_while(s, i, is_digit);
+  if (h < 1 || h > 2) return 0;
+  size_t pos = i + h;
+  int fields = 1;
+  while (fields < 3 && pos < s.size() && s[pos] == ':' && count_while(s, pos + 1, is_digit) == 2) {
+    pos += 3;
+    ++fields;
+  }
+  if (fields < 2) return 0;
+  if (pos < s.size() && (s[pos] == '.' || s[pos] == ',') && count_while(s, pos + 1, is_digit) > 0) {
+    pos += 1 + count_while(s, pos + 1, is_digit);
+  }
+  if (pos < s.size() && s[pos] == 'Z') {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-') && count_while(s, pos + 1, is_digit) == 2 &&
+             pos + 3 < s.size() && s[pos + 3] == ':' && count_while(s, pos + 4, is_digit) == 2) {
+    pos += 6;
+  }
+  return pos - i;
+}
+
+size_t match_hex_id(std::string_view s, size_t i) {
+  const size_t n = count_while(s, i, is_hex);
+  if (n < 16) return 0;
+  if (i + n < s.size() && is_word(s[i + n])) return 0;
+  return n;
+}
+
+size_t match_long_number(std::string_view s, size_t i) {
+  const size_t n = count_while(s, i, is_digit);
+  return n >= 10 ? n : 0;
+}
+
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void append_text_content(const nlohmann::json& content, bool mask, std::string& out) {
+  auto text = [mask](const std::string& s) { return mask ? mask_volatile(s) : s; };
+  if (content.is_string()) {
+    out += text(content.get_ref<const std::string&>());
+  } else if (content.is_array()) {
+    for (const auto& part : content) {
+      if (!part.is_object()) continue;
+      if (auto t = part.find("text"); t != part.end() && t->is_string()) {
+        out += text(t->get_ref<const std::string&>());
+      } else {
+        // Images, audio, files: what they are is content (two requests with different images
+        // are different messages), so the whole part is part of the identity.
+        out += "[" + util::json_text(part) + "]";
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string mask_volatile(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    // A token starts here: after a non-word character, or after the 'T' of an ISO timestamp.
+    const bool boundary =
+        i == 0 || !is_word(s[i - 1]) || (s[i - 1] == 'T' && i >= 2 && is_digit(s[i - 2]) && is_digit(s[i]));
+    if (boundary && (is_hex(s[i]))) {
+      size_t n = 0;
+      const char* tag = nullptr;
+      if ((n = match_uuid(s, i)) != 0) {
+        tag = "<uuid>";
+      } else if ((n = match_date(s, i)) != 0) {
+        tag = "<date>";
+      } else if ((n = match_time(s, i)) != 0) {
+        tag = "<time>";
+      } else if ((n = match_hex_id(s, i)) != 0) {
+        tag = "<hex>";
+      } else if ((n = match_long_number(s, i)) != 0) {
+        tag = "<num>";
+      }
+      if (tag != nullptr) {
+        out += tag;
+        i += n;
+        continue;
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+std::string canonical_message(const nlohmann::json& m, bool mask) {
+  std::string out;
+  if (!m.is_object()) return "?";
+  auto str = [&m](const char* key) -> std::string {
+    auto it = m.find(key);
+    return it != m.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  out += "role=" + str("role") + "\n";
+  if (auto name = str("name"); !name.empty()) out += "name=" + name + "\n";
+  out += "content=";
+  if (auto c = m.find("content"); c != m.end()) append_text_content(*c, mask, out);
+  out += "\n";
+  if (auto calls = m.find("tool_calls"); calls != m.end() && calls->is_array()) {
+    for (const auto& call : *calls) {
+      if (!call.is_object()) continue;
+      auto fn = call.find("function");
+      if (fn == call.end() || !fn->is_object()) continue;
+      out += "call=";
+      if (auto name = fn->find("name"); name != fn->end() && name->is_string()) out += name->get<std::string>();
+      out += "(";
+      if (auto args = fn->find("arguments"); args != fn->end()) {
+        if (args->is_string()) {
+          auto parsed = nlohmann::json::parse(args->get_ref<const std::string&>(), nullptr, false);
+          out += parsed.is_discarded() ? args->get<std::string>() : parsed.dump();
+        } else {
+          out += args->dump();
+        }
+      }
+      out += ")\n";
+    }
+  }
+  if (!mask) {
+    // Fields the masked form leaves out but that are content (anything but the ones clients
+    // and engines vary freely), so the exact form tells every difference a model could see.
+    nlohmann::json extra = nlohmann::json::object();
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role" || key == "name" || key == "content" || key == "tool_calls" || key == "tool_call_id" ||
+          key == "reasoning_content" || key == "reasoning" || key == "thinking") {
+        continue;
+      }
+      extra[key] = value;
+    }
+    if (!extra.empty()) out += "extra=" + util::json_text(extra) + "\n";
+  }
+  return out;
+}
+
+uint64_t hash64(std::string_view data) {
+  // FNV-1a over the bytes, then a splitmix64 finaliser for avalanche.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : data) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+  return mix(h ^ data.size());
+}
+
+uint64_t chain_step(uint64_t previous, uint64_t message) { return mix(previous * 0x9e3779b97f4a7c15ULL ^ message); }
+
+uint64_t message_hash(const nlohmann::json& message) { return hash64(canonical_message(message, true)); }
+
+uint64_t exact_hash(const nlohmann::json& message) { return hash64(canonical_message(message, false)); }
+
+std::vector<uint64_t> chain_hashes(const nlohmann::json& messages) {
+  std::vector<uint64_t> chain;
+  if (!messages.is_array()) return chain;
+  chain.reserve(messages.size());
+  for (const auto& m : messages) extend_chain(chain, m);
+  return chain;
+}
+
+void extend_chain(std::vector<uint64_t>& chain, const nlohmann::json& message) {
+  extend_chain(chain, message_hash(message));
+}
+
+void extend_chain(std::vector<uint64_t>& chain, uint64_t message_hash) {
+  chain.push_back(chain_step(chain.empty() ? 0x6b7667617465ULL : chain.back(), message_hash));
+}
+
+}  // namespace kvgate::session

@@ -1,0 +1,405 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "session/normalize.h"
+
+namespace kvgate::session {
+
+std::string new_session_id() {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard lock(mu);
+  return fmt::format("s_{:016x}", rng());
+}
+
+std::string scope_of_key(std::string_view api_key) {
+  return fmt::format("k{:016x}", hash64(std::string("kvgate-scope\n") + std::string(api_key)));
+}
+
+std::string scoped_session_id(const std::string& scope, const std::string& client_id) {
+  return scope + "~" + client_id;
+}
+
+uint64_t scoped_key(const std::string& scope, uint64_t key) { return chain_step(hash64(scope), key); }
+
+uint64_t window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second) {
+  return scoped_key(scope, chain_step(chain_step(system_hash ^ 0x77696e646f77ULL, first), second));
+}
+
+std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
+                                       uint64_t request_messages) {
+  std::vector<uint64_t> keys;
+  if (explicit_id) return keys;
+  if (!c.chain.empty()) keys.push_back(scoped_key(scope, c.chain.back()));
+  if (request_messages > 0 && request_messages < c.chain.size()) {
+    keys.push_back(scoped_key(scope, c.chain[request_messages - 1]));
+  }
+  if (c.system) {
+    for (size_t i = 0; i + 1 < c.kept.size(); ++i) {
+      keys.push_back(window_key(scope, c.system->hash, c.kept[i].hash, c.kept[i + 1].hash));
+    }
+  }
+  return keys;
+}
+
+std::vector<uint64_t> recognition_keys(const Session& s) {
+  return recognition_keys(s.scope, s.explicit_id, s.conversation, s.last_request_messages);
+}
+
+uint64_t last_reply_exact(const Conversation& c) {
+  if (c.length == 0 || c.replies.count(c.length - 1) == 0 || c.exact.size() != c.length) return 0;
+  return c.exact.back();
+}
+
+uint64_t last_request_exact(const Conversation& c, uint64_t request_messages) {
+  if (request_messages == 0 || request_messages > c.length || c.exact.size() != c.length) return 0;
+  return c.exact[request_messages - 1];
+}
+
+RequestKeys RequestKeys::of(const nlohmann::json& messages) {
+  RequestKeys r;
+  if (!messages.is_array()) return r;
+  for (const auto& m : messages) {
+    r.hashes.push_back(message_hash(m));
+    extend_chain(r.chain, r.hashes.back());
+    r.exact.push_back(exact_hash(m));
+  }
+  return r;
+}
+
+nlohmann::json Session::to_json() const {
+  std::lock_guard lock(mu);
+  auto secs = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  };
+  const double hit = counters.prompt_tokens == 0
+                         ? 0.0
+                         : static_cast<double>(counters.cached_tokens) / static_cast<double>(counters.prompt_tokens);
+  nlohmann::json history = nlohmann::json::array();
+  for (const auto& c : compactions) history.push_back(c);
+  return {{"id", id},
+          {"named_by_client", explicit_id},
+          {"messages", view_stats.length},
+          {"slot", slot},
+          {"recognised_by", recognised_by},
+          {"created", secs(created)},
+          {"last_used", secs(last_used)},
+          {"last_prompt_tokens", last_prompt_tokens},
+          {"last_cached_tokens", last_cached_tokens},
+          {"requests", counters.requests},
+          {"errors", counters.errors},
+          {"prompt_tokens", counters.prompt_tokens},
+          {"cached_tokens", counters.cached_tokens},
+          {"prefilled_tokens", counters.prefilled_tokens},
+          {"completion_tokens", counters.completion_tokens},
+          {"cache_hit_ratio", hit},
+          {"mean_ttft_ms", counters.requests ? counters.ttft_ms_total / static_cast<double>(counters.requests) : 0.0},
+          {"view",
+           {{"cut", view_stats.cut},
+            {"kept_messages", view_stats.kept},
+            {"summary_tokens", view_stats.summary_tokens},
+            {"summary_source", view_stats.summary_source},
+            {"truncated_messages", view_stats.truncations},
+            {"compactions", view_stats.generation}}},
+          {"compaction_history", history},
+          {"turns", turns.summary(50)}};
+}
+
+void SessionTable::set_loader(Loader loader) {
+  std::lock_guard lock(mu_);
+  loader_ = std::move(loader);
+}
+
+std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
+  sessions_[s->id] = s;
+  lru_.push_front(s->id);
+  lru_pos_[s->id] = lru_.begin();
+  std::vector<uint64_t> keys;
+  {
+    std::lock_guard slock(s->mu);
+    keys = recognition_keys(*s);
+    s->last_reply_exact = last_reply_exact(s->conversation);
+    s->last_request_exact = last_request_exact(s->conversation, s->last_request_messages);
+  }
+  auto& own = keys_[s->id];
+  for (uint64_t k : keys) {
+    by_chain_end_[k] = s->id;
+    own.push_back(k);
+  }
+  return s;
+}
+
+std::shared_ptr<Session> SessionTable::lookup_key(const std::string& scope, uint64_t key, bool* loaded) {
+  // Keys are scoped already; the checks below are a second line: a session found by content
+  // is always one of the caller's scope and never one its client named.
+  auto usable = [&scope](const Session& s) { return s.scope == scope && !s.explicit_id; };
+  if (auto it = by_chain_end_.find(key); it != by_chain_end_.end()) {
+    if (auto s = sessions_.find(it->second); s != sessions_.end()) return usable(*s->second) ? s->second : nullptr;
+  }
+  if (!loader_.find || !loader_.load) return nullptr;
+  auto id = loader_.find(key);
+  if (!id) return nullptr;
+  // A session in memory is indexed by its current keys (above); the store naming it for a key
+  // it no longer has is out of date (a save that failed, or one still to come).
+  if (sessions_.count(*id) != 0) return nullptr;
+  auto s = loader_.load(*id);
+  if (!s || !usable(*s)) return nullptr;
+  *loaded = true;
+  return adopt(std::move(s));
+}
+
+SessionTable::Match SessionTable::find_or_create(const std::string& scope, const RequestKeys& request,
+                                                 const std::optional<std::string>& explicit_id,
+                                                 const std::string& how_explicit) {
+  std::lock_guard lock(mu_);
+  Match m;
+  const auto& chain = request.chain;
+  const auto& hashes = request.hashes;
+  if (explicit_id) {
+    const std::string id = scoped_session_id(scope, *explicit_id);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end()) {
+      m.session = it->second;
+    } else if (loader_.load) {
+      if (auto s = loader_.load(id)) {
+        m.session = adopt(std::move(s));
+        m.loaded = true;
+      }
+    }
+    if (m.session && (m.session->scope != scope || !m.session->explicit_id)) {
+      // Cannot happen with ids made here (the scope is part of the id); refuse rather than trust it.
+      m = Match{};
+      m.session = create(new_session_id(), scope, true);
+      m.created = true;
+    } else if (m.session) {
+      std::lock_guard slock(m.session->mu);
+      size_t n = 0;
+      while (n < chain.size() && n < m.session->chain.size() && chain[n] == m.session->chain[n]) ++n;
+      m.matched_messages = n;
+    } else {
+      m.session = create(id, scope, true);
+      m.created = true;
+    }
+    m.how = how_explicit;
+  } else {
+    for (size_t k = chain.size(); k > 0 && !m.session; --k) {
+      if (auto s = lookup_key(scope, scoped_key(scope, chain[k - 1]), &m.loaded)) {
+        m.session = s;
+        m.matched_messages = k;
+        m.how = "prefix";
+      }
+    }
+    // A later window of a known conversation: the system message, then two of its kept
+    // messages in a row — and the request carries the session's last reply, or the last
+    // message of its last request, verbatim.
+    if (!m.session && hashes.size() >= 3) {
+      bool loaded = false;
+      if (auto s = lookup_key(scope, window_key(scope, hashes[0], hashes[1], hashes[2]), &loaded)) {
+        uint64_t reply = 0, tail = 0;
+        {
+          std::lock_guard slock(s->mu);
+          reply = s->last_reply_exact;
+          tail = s->last_request_exact;
+        }
+        auto carried = [&request](uint64_t h) {
+          return h != 0 && std::find(request.exact.begin() + 1, request.exact.end(), h) != request.exact.end();
+        };
+        if (carried(reply) || carried(tail)) {
+          m.session = s;
+          m.loaded = loaded;
+          m.how = "window";
+        }
+      }
+    }
+    if (!m.session) {
+      m.session = create(new_session_id(), scope, false);
+      m.created = true;
+      m.how = "new";
+    }
+  }
+  touch(m.session->id);
+  {
+    std::lock_guard slock(m.session->mu);
+    m.session->last_used = std::chrono::system_clock::now();
+    m.session->recognised_by = m.how;
+  }
+  evict_if_needed();
+  return m;
+}
+
+void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::vector<uint64_t> chain,
+                                size_t request_messages) {
+  std::lock_guard lock(mu_);
+  std::lock_guard slock(session->mu);
+  unindex(*session);
+  session->chain = std::move(chain);
+  session->last_request_messages = request_messages;
+  if (sessions_.find(session->id) == sessions_.end()) return;  // evicted meanwhile: keep it unindexed
+  if (session->explicit_id) return;  // found by its id only
+  auto& keys = keys_[session->id];
+  auto add = [&](uint64_t key) {
+    by_chain_end_[key] = session->id;
+    keys.push_back(key);
+  };
+  if (!session->chain.empty()) add(scoped_key(session->scope, session->chain.back()));
+  if (request_messages > 0 && request_messages < session->chain.size()) {
+    add(scoped_key(session->scope, session->chain[request_messages - 1]));
+  }
+}
+
+void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::vector<uint64_t>& keys) {
+  std::lock_guard lock(mu_);
+  std::lock_guard slock(session->mu);
+  unindex(*session);
+  session->last_reply_exact = last_reply_exact(session->conversation);
+  session->last_request_exact = last_request_exact(session->conversation, session->last_request_messages);
+  if (sessions_.find(session->id) == sessions_.end()) return;
+  auto& own = keys_[session->id];
+  for (uint64_t k : keys) {
+    by_chain_end_[k] = session->id;
+    own.push_back(k);
+  }
+}
+
+void SessionTable::unindex(const Session& s) {
+  auto it = keys_.find(s.id);
+  if (it == keys_.end()) return;
+  for (uint64_t key : it->second) {
+    auto k = by_chain_end_.find(key);
+    if (k != by_chain_end_.end() && k->second == s.id) by_chain_end_.erase(k);
+  }
+  keys_.erase(it);
+}
+
+std::shared_ptr<Session> SessionTable::create(std::string id, const std::string& scope, bool explicit_id) {
+  auto s = std::make_shared<Session>(id, scope, explicit_id);
+  sessions_[id] = s;
+  lru_.push_front(id);
+  lru_pos_[id] = lru_.begin();
+  return s;
+}
+
+void SessionTable::touch(const std::string& id) {
+  auto it = lru_pos_.find(id);
+  if (it == lru_pos_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+void SessionTable::evict_if_needed() {
+  auto it = lru_.end();
+  while (sessions_.size() > max_sessions_ && it != lru_.begin()) {
+    --it;
+    auto s = sessions_.find(*it);
+    if (s == sessions_.end()) continue;
+    // Only idle sessions go: one whose request is running keeps its place.
+    std::unique_lock turn(s->second->turn, std::try_to_lock);
+    if (!turn.owns_lock() || s->second.use_count() > 1) continue;
+    {
+      std::lock_guard slock(s->second->mu);
+      unindex(*s->second);
+    }
+    turn.unlock();
+    lru_pos_.erase(*it);
+    sessions_.erase(s);
+    it = lru_.erase(it);
+    ++evictions_;
+  }
+}
+
+void SessionTable::discard_if_empty(const std::shared_ptr<Session>& session, long caller_refs) {
+  std::lock_guard lock(mu_);  // every other way to a session goes through mu_
+  auto it = sessions_.find(session->id);
+  if (it == sessions_.end() || it->second != session) return;
+  if (session.use_count() > 1 + caller_refs) return;
+  {
+    std::lock_guard slock(session->mu);
+    if (!session->chain.empty()) return;
+    unindex(*session);
+  }
+  if (auto pos = lru_pos_.find(session->id); pos != lru_pos_.end()) {
+    lru_.erase(pos->second);
+    lru_pos_.erase(pos);
+  }
+  sessions_.erase(it);
+}
+
+std::shared_ptr<Session> SessionTable::get(const std::string& id, const std::string& scope) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) return it->second->scope == scope ? it->second : nullptr;
+  if (loader_.load) {
+    auto s = loader_.load(id);
+    if (s && s->scope == scope) return adopt(std::move(s));
+  }
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<Session>> SessionTable::list(const std::string& scope) {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& id : lru_) {
+    const auto& s = sessions_.at(id);
+    if (s->scope == scope) out.push_back(s);
+  }
+  return out;
+}
+
+std::shared_ptr<Session> SessionTable::in_memory(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Session>> SessionTable::list_all() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& id : lru_) out.push_back(sessions_.at(id));
+  return out;
+}
+
+size_t SessionTable::size() {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+uint64_t SessionTable::evictions() {
+  std::lock_guard lock(mu_);
+  return evictions_;
+}
+
+std::pair<int, bool> SlotPool::acquire(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  ++clock_;
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    if (owners_[i] == session_id) {
+      last_use_[i] = clock_;
+      return {static_cast<int>(i), false};
+    }
+  }
+  size_t pick = 0;
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    if (owners_[i].empty()) {
+      pick = i;
+      break;
+    }
+    if (last_use_[i] < last_use_[pick]) pick = i;
+  }
+  owners_[pick] = session_id;
+  last_use_[pick] = clock_;
+  return {static_cast<int>(pick), true};
+}
+
+nlohmann::json SlotPool::to_json() const {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    out.push_back({{"id", i}, {"session", owners_[i].empty() ? nlohmann::json(nullptr) : nlohmann::json(owners_[i])}});
+  }
+  return out;
+}
+
+}  // namespace kvgate::session

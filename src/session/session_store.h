@@ -1,0 +1,70 @@
+// SessionStore: durable sessions in SQLite (WAL journal, synchronous=FULL).
+//
+// One row per session holds its state (the Conversation as JSON, counters, slot); a key
+// table maps chain hashes to sessions so a request can be recognised after a restart; a
+// compaction log keeps each session's history of compactions. save() writes all of one
+// request's changes in one transaction, and the gateway calls it before the client receives
+// the end of its answer, so an answered turn is never lost — also across kill -9.
+//
+// open() creates or checks the schema (versioned in the `meta` table). A corrupt file, a
+// newer schema, a read-only or locked database are errors naming the file and what to do;
+// nothing is silently recreated. A lock held by another process makes a save wait up to 2 s
+// and a lookup up to 250 ms (a request's recognition must not stall behind it) before it
+// fails. Thread-safe: one connection behind a mutex.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/result.h"
+
+struct sqlite3;
+
+namespace kvgate::session {
+
+inline constexpr int kSessionStoreSchema = 1;
+
+struct StoredSession {
+  std::string id;
+  nlohmann::json state;     // Conversation::to_json()
+  nlohmann::json counters;  // SessionCounters and other per-session figures
+  int slot = -1;
+  int64_t created = 0;      // unix seconds
+  int64_t last_used = 0;
+};
+
+class SessionStore {
+ public:
+  static Result<std::unique_ptr<SessionStore>> open(const std::filesystem::path& path);
+  ~SessionStore();
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
+
+  // Upserts the session, replaces its recognition keys, appends compaction events; atomic.
+  Status save(const StoredSession& session, const std::vector<uint64_t>& keys,
+              const std::vector<nlohmann::json>& new_compactions = {});
+  Result<std::optional<StoredSession>> load(const std::string& id);
+  Result<std::optional<std::string>> find_by_key(uint64_t key);
+  Result<std::vector<nlohmann::json>> compactions(const std::string& id, int limit = 100);
+  Status remove(const std::string& id);
+  Result<uint64_t> count();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  SessionStore(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
+  Status exec(const char* sql);  // REQUIRES: mu_ held
+  void busy_wait(int ms);        // REQUIRES: mu_ held; how long a locked database is waited for
+
+  std::mutex mu_;
+  sqlite3* db_;
+  std::filesystem::path path_;
+};
+
+}  // namespace kvgate::session

@@ -1,0 +1,123 @@
+#include "session/session_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace kvgate::session {
+namespace {
+
+using nlohmann::json;
+
+std::filesystem::path temp_db(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("kvgate_store_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(p.string() + suffix);
+  return p;
+}
+
+StoredSession sample(const std::string& id, int n) {
+  return {.id = id, .state = {{"n", n}, {"text", "汉字 and \"quotes\""}}, .counters = {{"requests", n}}, .slot = 1,
+          .created = 100, .last_used = 200 + n};
+}
+
+TEST(SessionStoreTest, SaveLoadFindAndReplaceKeys) {
+  auto path = temp_db("a.db");
+  auto store = SessionStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  ASSERT_TRUE((*store)->save(sample("s1", 1), {11, 12}, {{{"ts", 5}, {"level", "L2"}}}).ok());
+  auto loaded = (*store)->load("s1");
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((**loaded).state["text"], "汉字 and \"quotes\"");
+  EXPECT_EQ((**loaded).slot, 1);
+  EXPECT_EQ(*(*store)->find_by_key(12), std::optional<std::string>("s1"));
+  // Keys are replaced, compactions appended.
+  ASSERT_TRUE((*store)->save(sample("s1", 2), {13, 0xffffffffffffffffULL}, {{{"ts", 6}, {"level", "L3"}}}).ok());
+  EXPECT_EQ(*(*store)->find_by_key(12), std::nullopt);
+  EXPECT_EQ(*(*store)->find_by_key(0xffffffffffffffffULL), std::optional<std::string>("s1"));
+  auto history = (*store)->compactions("s1");
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 2U);
+  EXPECT_EQ((*history)[1]["level"], "L3");
+  EXPECT_EQ(*(*store)->count(), 1U);
+  ASSERT_TRUE((*store)->remove("s1").ok());
+  EXPECT_EQ(*(*store)->find_by_key(13), std::nullopt);  // keys go with the session
+  EXPECT_FALSE((*(*store)->load("s1")).has_value());
+}
+
+TEST(SessionStoreTest, SurvivesKillMinus9OfTheWriter) {
+  auto path = temp_db("killed.db");
+  // A child process saves a session and is killed right after save() returned.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto store = SessionStore::open(path);
+    if (!store.ok() || !(*store)->save(sample("durable", 7), {77}).ok()) ::_exit(1);
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(2);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer failed before being killed";
+  auto store = SessionStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  auto loaded = (*store)->load("durable");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((**loaded).state["n"], 7);
+  EXPECT_EQ(*(*store)->find_by_key(77), std::optional<std::string>("durable"));
+}
+
+TEST(SessionStoreTest, CorruptFileIsAClearError) {
+  auto path = temp_db("corrupt.db");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << std::string(8192, 'x');
+  }
+  auto store = SessionStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message().find(path.string()), std::string::npos);
+  EXPECT_NE(store.error().message().find("move it away"), std::string::npos) << store.error().message();
+  // Nothing was silently recreated.
+  std::ifstream f(path, std::ios::binary);
+  std::string head(16, '\0');
+  f.read(head.data(), 16);
+  EXPECT_EQ(head, std::string(16, 'x'));
+}
+
+TEST(SessionStoreTest, NewerSchemaIsRefused) {
+  auto path = temp_db("newer.db");
+  ASSERT_TRUE(SessionStore::open(path).ok());
+  sqlite3* db = nullptr;
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_exec(db, "UPDATE meta SET value='99' WHERE key='schema_version'", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto store = SessionStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message().find("schema version 99"), std::string::npos);
+}
+
+TEST(SessionStoreTest, LockedDatabaseFailsSaveWithoutLosingCommittedState) {
+  auto path = temp_db("locked.db");
+  auto store = SessionStore::open(path);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->save(sample("kept", 1), {1}).ok());
+  sqlite3* other = nullptr;
+  sqlite3_open(path.c_str(), &other);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  auto st = (*store)->save(sample("kept", 2), {2});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("locked"), std::string::npos) << st.error().message();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  auto loaded = (*store)->load("kept");
+  ASSERT_TRUE(loaded.ok() && loaded->has_value());
+  EXPECT_EQ((**loaded).state["n"], 1);  // the committed state, intact
+  EXPECT_TRUE((*store)->save(sample("kept", 3), {3}).ok());  // and the store works again
+}
+
+}  // namespace
+}  // namespace kvgate::session

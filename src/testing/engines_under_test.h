@@ -1,0 +1,32 @@
+// The engines the end-to-end tests run against: the pinned mainline build always, and a real
+// ik_llama.cpp build when $KVGATE_IK_SERVER names one (scripts/test.sh sets it from
+// ../shared/engines/ when that folder is there; a machine without it skips the ik cases with
+// kIkAbsent as the reason). Test support only: production code never reads this variable.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "plan/server_settings.h"
+
+namespace kvgate::testing {
+
+inline constexpr const char* kIkAbsent =
+    "no ik_llama.cpp build to test against: set KVGATE_IK_SERVER=/path/to/ik_llama.cpp/bin/llama-server "
+    "(scripts/test.sh sets it from ../shared/engines/ik_llama.cpp-*/ when present)";
+
+// The ik_llama.cpp llama-server named by $KVGATE_IK_SERVER, if it is an existing file.
+inline std::optional<std::filesystem::path> ik_server_under_test() {
+  const char* env = std::getenv("KVGATE_IK_SERVER");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(env, ec)) return std::nullopt;
+  return std::filesystem::path(env);
+}
+
+// A gtest parameter name for a fork ("mainline", "ik").
+inline std::string fork_param_name(plan::Fork fork) { return plan::fork_name(fork); }
+
+}  // namespace kvgate::testing

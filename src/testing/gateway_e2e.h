@@ -1,0 +1,122 @@
+// Test support for end-to-end gateway tests: the real pinned llama-server on a synthesized
+// model, with a Gateway and its HttpServer in front, all on free loopback ports.
+#pragma once
+
+#include <httplib.h>
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/server_process.h"
+#include "gateway/gateway.h"
+#include "gguf/synth.h"
+#include "http/http_server.h"
+
+namespace kvgate::testing {
+
+using gateway::CancelScope;
+using gateway::EndpointProvider;
+using gateway::EngineEndpoint;
+using gateway::Gateway;
+using gateway::GatewayOptions;
+using gateway::HttpUpstream;
+using gateway::StreamHandlers;
+using gateway::Upstream;
+using gateway::UpstreamError;
+using gateway::UpstreamResponse;
+using http::HttpServer;
+using http::HttpServerOptions;
+
+struct EngineOptions {
+  // kIk: the ik_llama.cpp build of $KVGATE_IK_SERVER (engines_under_test.h), started with
+  // --jinja and --context-shift off as kvgate starts it (ik's defaults are the opposite).
+  plan::Fork fork = plan::Fork::kMainline;
+  gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
+  std::vector<std::string> args = {"-c", "8192", "-np", "1"};
+  std::string engine_api_key = "engine-secret";
+};
+
+// The engine (ServerProcess) + the model file it serves; stopped and removed on destruction.
+class Engine {
+ public:
+  static std::unique_ptr<Engine> start(const EngineOptions& options);
+  ~Engine();
+  engine::ServerProcess& process() { return *process_; }
+  // A logit bias that makes the random-weight model answer with common English words: fast
+  // and always valid text (random weights otherwise emit bytes that are not UTF-8, which the
+  // engine's output parser rejects).
+  const nlohmann::json& word_bias() const { return word_bias_; }
+  EngineEndpoint endpoint() const;
+  const std::filesystem::path& model() const { return model_; }
+  plan::Fork fork() const { return fork_; }
+  std::string api_key;
+
+ private:
+  plan::Fork fork_ = plan::Fork::kMainline;
+  std::filesystem::path model_;
+  std::unique_ptr<engine::ServerProcess> process_;
+  nlohmann::json word_bias_ = nlohmann::json::array();
+};
+
+// The real upstream, with every chat body kvgate sends to the engine kept (what the engine
+// was asked is what the isolation tests judge). Thread-safe.
+class RecordingUpstream : public Upstream {
+ public:
+  explicit RecordingUpstream(EndpointProvider provider) : inner_(std::move(provider)) {}
+  std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
+                                                     const std::string& body, std::chrono::milliseconds timeout,
+                                                     CancelScope* cancel) override;
+  std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
+                                          const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                          CancelScope* cancel) override;
+  EngineEndpoint endpoint() override { return inner_.endpoint(); }
+  // The chat bodies sent so far, oldest first.
+  std::vector<nlohmann::json> chat_bodies();
+
+ private:
+  void record(const std::string& path, const std::string& body);
+  HttpUpstream inner_;
+  std::mutex mu_;
+  std::vector<nlohmann::json> bodies_;  // guarded by mu_
+};
+
+// A Gateway + HttpServer in front of an endpoint provider (or of a given upstream), wired as
+// `kvgate up` wires them (the Gateway's check_head as the server's head check, unless `http`
+// brings its own).
+class Front {
+ public:
+  Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http = {});
+  Front(std::shared_ptr<Upstream> upstream, GatewayOptions options, HttpServerOptions http = {});
+  ~Front();
+  uint16_t port() const { return server_->port(); }
+  Gateway& gateway() { return *gateway_; }
+  HttpServer& server() { return *server_; }
+  httplib::Client client() const;
+
+ private:
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// POST JSON; returns status and parsed body (null when not JSON).
+struct JsonAnswer {
+  int status = 0;
+  nlohmann::json body;
+  std::string raw;
+  httplib::Headers headers;
+};
+JsonAnswer post_json(httplib::Client& client, const std::string& path, const nlohmann::json& body,
+                     const httplib::Headers& headers = {});
+
+// A chat body that makes the random-weight model answer with plain English words (see
+// Engine::word_bias; the default engine of the current test is used).
+nlohmann::json plain_chat(nlohmann::json messages, int max_tokens = 8);
+// The bias plain_chat uses (set by the most recently started Engine).
+void set_default_word_bias(nlohmann::json bias);
+
+}  // namespace kvgate::testing
