@@ -12,8 +12,8 @@
 #include "bench/overhead.h"
 #include "bench/prefill.h"
 #include "bench/replay.h"
-#include "engine/pinned.h"
 #include "gguf/synth.h"
+#include "testing/engine_e2e.h"
 #include "util/log.h"
 
 namespace kvgate::bench {
@@ -42,18 +42,16 @@ class BenchE2eTest : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() / fmt::format("kvgate_bench_e2e_{}", ::getpid()));
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
-    auto vocab_path = engine::vocab_file("qwen2");
-    ASSERT_TRUE(vocab_path.ok()) << vocab_path.error().message();
-    auto vocab = gguf::File::open(*vocab_path);
-    ASSERT_TRUE(vocab.ok()) << vocab.error().message();
-    auto written = gguf::synthesize(*gguf::synth_defaults("qwen3"), &*vocab, *dir_ / "tiny.gguf");
-    ASSERT_TRUE(written.ok()) << written.error().message();
+    auto m = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "bench");
+    ASSERT_TRUE(m.ok()) << m.error().message();
+    model_ = new testing::TempModel(std::move(*m));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*dir_);
     delete dir_;
+    delete model_;
   }
-  static fs::path model() { return *dir_ / "tiny.gguf"; }
+  static fs::path model() { return model_->path(); }
   static fs::path out(const std::string& name) { return *dir_ / name; }
   static std::unique_ptr<LocalEngine> engine(uint64_t context) {
     auto e = LocalEngine::start({.model = model(), .context = context, .extra_args = {"-t", "2"}});
@@ -61,8 +59,10 @@ class BenchE2eTest : public ::testing::Test {
     return e.ok() ? std::move(*e) : nullptr;
   }
   static fs::path* dir_;
+  static testing::TempModel* model_;
 };
 fs::path* BenchE2eTest::dir_ = nullptr;
+testing::TempModel* BenchE2eTest::model_ = nullptr;
 
 TEST_F(BenchE2eTest, PrefillMeasuresExactlyTheSizesAskedWithoutCache) {
   auto e = engine(2048);

@@ -66,12 +66,15 @@ Status LocalEngine::launch() {
 }
 
 Status LocalEngine::kill_and_restart() {
-  if (process_) {
-    process_->signal(SIGKILL);
-    process_->stop();  // reaps it (already dead: no grace period is waited)
-    process_.reset();
-  }
+  kill();
+  process_.reset();
   return launch().with_context("restarting the engine");
+}
+
+void LocalEngine::kill() {
+  if (!process_) return;
+  process_->signal(SIGKILL);
+  process_->stop();  // reaps it (already dead: no grace period is waited)
 }
 
 LocalEngine::~LocalEngine() {

@@ -45,10 +45,14 @@ class LocalEngine {
   // SIGKILLs the engine and starts a fresh one with the same flags and key on a new free
   // port (endpoint() changes); its output is appended to the same log file.
   Status kill_and_restart();
+  // SIGKILLs the engine (no shutdown of any kind) and reaps it; its output stays readable.
+  void kill();
+  bool running() { return process_->running(); }
 
   Endpoint endpoint() const;
   const std::vector<std::string>& argv() const { return process_->argv(); }
   std::string log_tail(size_t lines = 20) const { return process_->log_tail(lines); }
+  std::vector<std::string> log_lines() const { return process_->log_lines(); }  // all kept, oldest first
   // The command line without the random key (for reports).
   std::string command_line() const;
 

@@ -179,7 +179,7 @@ TEST_P(PlanWeightsE2eTest, Q8_0RecipeIsTheEnginesWeightsBuffer) {
   ASSERT_EQ(own.code, 0) << own.output;
   EXPECT_EQ(json::parse(own.output)["components"][0]["host_bytes"], weights) << "the q8_0 file's own tensor bytes";
 
-  const auto run = testing::run_engine(q8_model->path(), {"-c", "1024", "-np", "1"});
+  const auto run = testing::run_engine(q8_model->path(), 1024, 1, {});
   ASSERT_TRUE(run.ready) << run.error;
   std::string text;
   for (const auto& l : run.lines) text += l + "\n";

@@ -54,8 +54,8 @@ TEST_P(ComputeEstimateE2eTest, WithinFifteenPercentOfTheEngine) {
     s.flash_attn = pt.fa ? plan::FlashAttn::kOn : plan::FlashAttn::kOff;
     auto p = plan::plan_memory(*desc, s, {.has_accelerator = false});
     ASSERT_TRUE(p.ok()) << p.error().message();
-    auto run = testing::run_engine(model->path(), {"-c", std::to_string(pt.ctx), "-np", std::to_string(pt.np), "-ub",
-                                               std::to_string(pt.ubatch), "-fa", pt.fa ? "on" : "off"});
+    auto run = testing::run_engine(model->path(), pt.ctx, static_cast<int>(pt.np),
+                                   {"-ub", std::to_string(pt.ubatch), "-fa", pt.fa ? "on" : "off"});
     ASSERT_TRUE(run.ready) << run.error;
     StartupLogParser parser;
     for (const auto& line : run.lines) parser.feed(line);

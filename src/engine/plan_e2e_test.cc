@@ -125,11 +125,10 @@ TEST_P(PlanExactnessE2eTest, KvAndRecurrentStateMatchTheEngineLog) {
     auto p = plan::plan_memory(*desc, s, {.has_accelerator = false});
     ASSERT_TRUE(p.ok()) << p.error().message();
 
-    std::vector<std::string> args = {"-c", std::to_string(r.ctx), "-np", std::to_string(r.np), "-ctk", r.k, "-ctv",
-                                     r.v, "-fa", r.fa ? "on" : "off"};
+    std::vector<std::string> args = {"-ctk", r.k, "-ctv", r.v, "-fa", r.fa ? "on" : "off"};
     if (r.unified) args.push_back(*r.unified ? "-kvu" : "-no-kvu");
     if (r.swa_full) args.push_back("--swa-full");
-    testing::EngineRun run = testing::run_engine(model->path(), args);
+    testing::EngineRun run = testing::run_engine(model->path(), r.ctx, static_cast<int>(r.np), args);
     ASSERT_TRUE(run.ready) << run.error;
     StartupLogParser parser;
     for (const auto& line : run.lines) parser.feed(line);

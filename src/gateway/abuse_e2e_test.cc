@@ -384,7 +384,7 @@ TEST(AbuseTest, ThousandsOfSessionsEvictToTheStoreAndComeBack) {
 // store as the same session; the store holds every conversation once.
 TEST(AbuseTest, ThousandsOfConversationsThroughTheEngine) {
   KVGATE_REQUIRE_LONG_SUITE();
-  auto engine = testing::Engine::start({.args = {"-c", "4096", "-np", "2"}});
+  auto engine = testing::Engine::start({.context = 4096, .slots = 2});
   const fs::path dir = fs::temp_directory_path() / fmt::format("kvgate_abuse_engine_{}", ::getpid());
   fs::remove_all(dir);
   GatewayOptions o;

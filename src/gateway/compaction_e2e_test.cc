@@ -21,7 +21,7 @@ using testing::post_json;
 
 class CompactionE2eTest : public testing::EngineSuite<CompactionE2eTest> {
  public:
-  static testing::EngineOptions engine_options() { return {.args = {"-c", "4096", "-np", "1", "--metrics"}}; }
+  static testing::EngineOptions engine_options() { return {.context = 4096, .slots = 1}; }
 
  protected:
   static std::string tool_output(int i, size_t words) {
@@ -191,7 +191,7 @@ namespace {
 // On an engine that shifts cached chunks (mainline --cache-reuse), the summary goes after
 // the retained messages, which then keep their cached KV through a compaction.
 TEST(CompactionShiftE2eTest, RetainedMessagesStayCachedThroughACompaction) {
-  auto engine = testing::Engine::start({.args = {"-c", "4096", "-np", "1", "--cache-reuse", "64"}});
+  auto engine = testing::Engine::start({.context = 4096, .slots = 1, .args = {"--cache-reuse", "64"}});
   GatewayOptions o;
   o.compaction_options.summary_max_tokens = 64;
   o.compaction_options.summary_after_tail = true;

@@ -28,7 +28,7 @@ constexpr uint64_t kContext = 512;
 
 class ReplyEndE2eTest : public testing::EngineSuite<ReplyEndE2eTest> {
  public:
-  static testing::EngineOptions engine_options() { return {.args = {"-c", std::to_string(kContext), "-np", "1"}}; }
+  static testing::EngineOptions engine_options() { return {.context = kContext, .slots = 1}; }
 
  protected:
   std::unique_ptr<Front> front(GatewayOptions o = {}) {
@@ -147,7 +147,7 @@ TEST_P(ReplyEndE2eTest, TooLargeWithCompactionOffNamesTheContext) {
 // ik's checkpoint sits far enough before the end of the previous prompt.
 uint64_t second_turn_cached(const std::vector<std::string>& extra_args, uint64_t& first_prompt) {
   testing::EngineOptions eo{.fork = plan::Fork::kIk, .spec = *gguf::synth_defaults("qwen35"),
-                            .args = {"-c", "8192", "-np", "2"}};
+                            .context = 8192, .slots = 2};
   eo.args.insert(eo.args.end(), extra_args.begin(), extra_args.end());
   auto engine = Engine::start(eo);
   GatewayOptions o;

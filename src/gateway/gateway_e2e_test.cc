@@ -23,7 +23,7 @@ using testing::post_json;
 
 class GatewayE2eTest : public testing::EngineSuite<GatewayE2eTest> {
  public:
-  static testing::EngineOptions engine_options() { return {.args = {"-c", "8192", "-np", "2"}}; }
+  static testing::EngineOptions engine_options() { return {.context = 8192, .slots = 2}; }
 
  protected:
   std::unique_ptr<Front> front(GatewayOptions o = {}, HttpServerOptions http = {}) {
@@ -202,8 +202,8 @@ TEST_P(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
   c2.send(req);  // returns once we stop reading (connection closed by us)
   EXPECT_GE(chunks.load(), 5);
   // The engine must stop generating soon after: its slots go idle.
-  httplib::Client engine("127.0.0.1", engine_->process().port());
-  engine.set_bearer_token_auth(engine_->api_key.c_str());
+  httplib::Client engine("127.0.0.1", engine_->endpoint().port);
+  engine.set_bearer_token_auth(engine_->api_key().c_str());
   bool idle = false;
   for (int i = 0; i < 50 && !idle; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -262,8 +262,8 @@ TEST_P(GatewayE2eTest, SlotListingCarriesNoConversationText) {
   body["stop"] = json::array({"zebra stop word"});
   ASSERT_EQ(post_json(c, "/v1/chat/completions", body).status, 200);
   // Straight from the engine the text is there on ik (the precondition that makes this test mean something).
-  httplib::Client engine("127.0.0.1", engine_->process().port());
-  engine.set_bearer_token_auth(engine_->api_key.c_str());
+  httplib::Client engine("127.0.0.1", engine_->endpoint().port);
+  engine.set_bearer_token_auth(engine_->api_key().c_str());
   auto direct = engine.Get("/slots");
   ASSERT_TRUE(direct);
   if (GetParam() == plan::Fork::kIk) {

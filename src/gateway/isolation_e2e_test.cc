@@ -28,7 +28,7 @@ json msg(const std::string& role, const std::string& content) { return {{"role",
 
 class IsolationE2eTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { engine_ = Engine::start({.args = {"-c", "8192", "-np", "2"}}).release(); }
+  static void SetUpTestSuite() { engine_ = Engine::start({.context = 8192, .slots = 2}).release(); }
   static void TearDownTestSuite() {
     delete engine_;
     engine_ = nullptr;

@@ -49,7 +49,9 @@ SavingEngine& saving_engine(plan::Fork fork, const std::string& arch) {
     o.fork = fork;
     o.spec = *gguf::synth_defaults(arch);
     // One slot and no host prompt cache: a conversation that loses the slot loses its cache.
-    o.args = {"-c", "16384", "-np", "1", "--cache-ram", "0", "--slot-save-path", e.dir.string()};
+    o.context = 16384;
+    o.slots = 1;
+    o.args = {"--cache-ram", "0", "--slot-save-path", e.dir.string()};
     e.engine = Engine::start(o);
     e.recurrent = arch == "qwen35";
   }
@@ -215,7 +217,7 @@ TEST_P(KvStateE2eTest, AStateIsRestoredOnlyUnderTheSameIdentityAndIntact) {
   auto [truncated, restores_truncated] = next_turn({{"test", "same"}});
   EXPECT_EQ(restores_truncated, 0);
   EXPECT_GT(truncated.prefilled_share(), 0.9);
-  EXPECT_EQ(e.engine->process().running(), true);
+  EXPECT_EQ(e.engine->running(), true);
 
   // Saved under other settings (another model): never restored.
   auto [other_identity, restores_other] = next_turn({{"test", "another model"}});

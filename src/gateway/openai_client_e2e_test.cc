@@ -15,7 +15,7 @@ using nlohmann::json;
 class OpenAiClientE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    engine_ = testing::Engine::start({.args = {"-c", "8192", "-np", "1"}}).release();
+    engine_ = testing::Engine::start({.context = 8192, .slots = 1}).release();
     front_ = new testing::Front([] { return engine_->endpoint(); }, {.api_keys = {"client-key"}});
   }
   static void TearDownTestSuite() {

@@ -38,8 +38,8 @@ struct EngineCounters {
 };
 
 EngineCounters engine_counters(Engine& e) {
-  httplib::Client c("127.0.0.1", e.process().port());
-  c.set_bearer_token_auth(e.api_key.c_str());
+  httplib::Client c("127.0.0.1", e.endpoint().port);
+  c.set_bearer_token_auth(e.api_key().c_str());
   auto res = c.Get("/metrics");
   EngineCounters out;
   if (!res || res->status != 200) return out;
@@ -99,13 +99,13 @@ KVGATE_BOTH_ENGINES(ReplayE2eTest);
 
 TEST_P(ReplayE2eTest, AgentZhReasoningTurns1To15StayCachedThroughKvgate) {
   KVGATE_SKIP_WITHOUT_ENGINE(GetParam());
-  auto engine = Engine::start({.fork = GetParam(), .args = {"-c", "32768", "-np", "1", "--metrics"}});
+  auto engine = Engine::start({.fork = GetParam(), .context = 32768, .slots = 1});
   const auto trace = load_trace("agent-zh-reasoning.jsonl", 15);
   ASSERT_EQ(trace.size(), 15U);
 
   // Straight to the engine, as the agent sends it: the clock line changes every turn.
-  httplib::Client direct("127.0.0.1", engine->process().port());
-  direct.set_bearer_token_auth(engine->api_key.c_str());
+  httplib::Client direct("127.0.0.1", engine->endpoint().port);
+  direct.set_bearer_token_auth(engine->api_key().c_str());
   direct.set_read_timeout(std::chrono::seconds(300));
   auto straight = replay(*engine, direct, std::vector<json>(trace.begin(), trace.begin() + 3));
   for (size_t i = 1; i < straight.size(); ++i) {

@@ -35,7 +35,7 @@ class RescueE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string tmpl = (kSource / "src" / "gateway" / "templates" / "chatml-tools.jinja").string();
-    engine_ = Engine::start({.args = {"-c", "4096", "-np", "1", "--jinja", "--chat-template-file", tmpl}})
+    engine_ = Engine::start({.context = 4096, .slots = 1, .args = {"--jinja", "--chat-template-file", tmpl}})
                   .release();
   }
   static void TearDownTestSuite() {
@@ -43,8 +43,8 @@ class RescueE2eTest : public ::testing::Test {
     engine_ = nullptr;
   }
   static httplib::Client client() {
-    httplib::Client c(engine_->process().host(), engine_->process().port());
-    c.set_bearer_token_auth(engine_->api_key);
+    httplib::Client c(engine_->endpoint().host, engine_->endpoint().port);
+    c.set_bearer_token_auth(engine_->api_key());
     c.set_read_timeout(std::chrono::seconds(120));
     return c;
   }

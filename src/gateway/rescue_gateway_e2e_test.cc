@@ -24,7 +24,7 @@ using testing::post_json;
 
 class RescueGatewayE2eTest : public testing::EngineSuite<RescueGatewayE2eTest> {
  public:
-  static testing::EngineOptions engine_options() { return {.args = {"-c", "8192", "-np", "1"}}; }
+  static testing::EngineOptions engine_options() { return {.context = 8192, .slots = 1}; }
 
  protected:
   static json tools() {
@@ -44,8 +44,8 @@ class RescueGatewayE2eTest : public testing::EngineSuite<RescueGatewayE2eTest> {
             {"stream", stream}};
   }
   static httplib::Client direct() {
-    httplib::Client c("127.0.0.1", engine_->process().port());
-    c.set_bearer_token_auth(engine_->api_key.c_str());
+    httplib::Client c("127.0.0.1", engine_->endpoint().port);
+    c.set_bearer_token_auth(engine_->api_key().c_str());
     c.set_read_timeout(std::chrono::seconds(120));
     return c;
   }

@@ -1,19 +1,18 @@
 #include "testing/engine_e2e.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 
 #include <fmt/format.h>
 
+#include "bench/local_engine.h"
 #include "engine/pinned.h"
-#include "engine/server_process.h"
 #include "gguf/file.h"
 
 namespace kvgate::testing {
 
-using engine::ServerProcess;
 using engine::resolve_server;
 using engine::vocab_file;
 
@@ -45,31 +44,28 @@ Result<std::filesystem::path> engine_binary(const EngineUnderTest& engine) {
   return resolve_server();
 }
 
-EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args,
-                     const EngineUnderTest& engine) {
+EngineRun run_engine(const std::filesystem::path& model, uint64_t context, int slots,
+                     const std::vector<std::string>& args, const EngineUnderTest& engine) {
   EngineRun run;
-  auto binary = engine_binary(engine);
-  if (!binary) {
-    run.error = binary.error().message();
+  std::vector<std::string> extra = common_args(engine.fork);
+  extra.insert(extra.end(), args.begin(), args.end());
+  std::optional<std::string> server;  // the pinned build (or $KVGATE_SERVER)
+  if (engine.server) server = engine.server->string();
+  auto local = bench::LocalEngine::start({.model = model,
+                                          .server = server,
+                                          .context = context,
+                                          .slots = slots,
+                                          .extra_args = extra,
+                                          .ready_timeout = std::chrono::seconds(60)});
+  if (!local) {
+    run.error = local.error().message();
     return run;
   }
-  std::vector<std::string> argv = {"-m", model.string()};
-  const auto common = common_args(engine.fork);
-  argv.insert(argv.end(), common.begin(), common.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto server = ServerProcess::start({.binary = *binary, .args = argv});
-  if (!server) {
-    run.error = server.error().message();
-    return run;
-  }
-  auto ready = (*server)->wait_ready(std::chrono::seconds(60));
-  run.ready = ready.ok();
-  if (!ready.ok()) run.error = ready.error().message();
+  run.ready = true;
   // The startup log is complete once /health answers; a graceful shutdown would only add
   // the server's one-second polling interval to every run.
-  (*server)->signal(SIGKILL);
-  (*server)->stop(std::chrono::seconds(5));
-  run.lines = (*server)->log_lines();
+  (*local)->kill();
+  run.lines = (*local)->log_lines();
   return run;
 }
 

@@ -1,8 +1,10 @@
 // Support for the end-to-end tests that run a real llama-server (the pinned mainline build,
 // or an ik_llama.cpp build from engines_under_test.h): synthesized models (with the release's
-// tokenizer) and one engine start whose log is returned.
+// tokenizer) and one engine start whose log is returned. Engines start as `kvgate bench` starts
+// them (bench::LocalEngine).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -51,9 +53,9 @@ std::vector<std::string> common_args(plan::Fork fork);
 // The binary `engine` names (resolve_server() for the pinned build).
 Result<std::filesystem::path> engine_binary(const EngineUnderTest& engine);
 
-// Starts the engine on `model` with common_args plus `args`, waits for /health (60 s) and
-// stops it.
-EngineRun run_engine(const std::filesystem::path& model, const std::vector<std::string>& args,
-                     const EngineUnderTest& engine = {});
+// Starts the engine on `model` with `context` (-c), `slots` (-np), common_args and `args`,
+// waits for /health (60 s) and kills it.
+EngineRun run_engine(const std::filesystem::path& model, uint64_t context, int slots,
+                     const std::vector<std::string>& args, const EngineUnderTest& engine = {});
 
 }  // namespace kvgate::testing

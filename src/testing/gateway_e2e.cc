@@ -1,10 +1,7 @@
 #include "testing/gateway_e2e.h"
 
-#include <unistd.h>
+#include <stdexcept>
 
-#include <fmt/format.h>
-
-#include "engine/pinned.h"
 #include "testing/engines_under_test.h"
 
 namespace kvgate::testing {
@@ -13,37 +10,33 @@ using http::HttpRequest;
 using http::ResponseWriter;
 
 std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
-  Result<std::filesystem::path> server_bin = engine::resolve_server();
+  std::optional<std::string> server;  // the pinned build (or $KVGATE_SERVER)
   if (options.fork == plan::Fork::kIk) {
-    auto ik = testing::ik_server_under_test();
-    if (!ik) throw std::runtime_error(testing::kIkAbsent);
-    server_bin = *ik;
+    auto ik = ik_server_under_test();
+    if (!ik) throw std::runtime_error(kIkAbsent);
+    server = ik->string();
   }
-  if (!server_bin) throw std::runtime_error(server_bin.error().message());
-  auto vocab_path = engine::vocab_file("qwen2");
-  if (!vocab_path) throw std::runtime_error(vocab_path.error().message());
-  auto vocab = gguf::File::open(*vocab_path);
-  if (!vocab) throw std::runtime_error(vocab.error().message());
-  static int counter = 0;
+  auto model = TempModel::synthesize(options.spec, "gw_" + options.spec.arch);
+  if (!model) throw std::runtime_error(model.error().message());
   std::unique_ptr<Engine> e(new Engine());
-  e->model_ = std::filesystem::temp_directory_path() /
-              fmt::format("kvgate_gw_{}_{}_{}.gguf", options.spec.arch, ::getpid(), counter++);
-  auto written = gguf::synthesize(options.spec, &*vocab, e->model_);
-  if (!written) throw std::runtime_error(written.error().message());
-  e->api_key = options.engine_api_key;
   e->fork_ = options.fork;
-  std::vector<std::string> args = {"-m", e->model_.string(), "-t", "2", "--api-key", e->api_key};
+  e->model_ = std::make_unique<TempModel>(std::move(*model));
+  std::vector<std::string> args = {"-t", "2"};
   // --log-disable: ik would also write ./llama.log wherever the test runs.
   if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
   args.insert(args.end(), options.args.begin(), options.args.end());
-  auto proc = engine::ServerProcess::start({.binary = *server_bin, .args = args});
-  if (!proc) throw std::runtime_error(proc.error().message());
-  e->process_ = std::move(*proc);
-  if (auto ready = e->process_->wait_ready(std::chrono::seconds(60)); !ready) {
-    throw std::runtime_error(ready.error().message());
-  }
-  httplib::Client c(e->process_->host(), e->process_->port());
-  c.set_bearer_token_auth(e->api_key.c_str());
+  auto local = bench::LocalEngine::start({.model = e->model_->path(),
+                                          .server = server,
+                                          .context = options.context,
+                                          .slots = options.slots,
+                                          .extra_args = args,
+                                          .ready_timeout = std::chrono::seconds(60)});
+  if (!local) throw std::runtime_error(local.error().message());
+  e->local_ = std::move(*local);
+  const bench::Endpoint ep = e->local_->endpoint();
+  e->api_key_ = ep.api_key;
+  httplib::Client c(ep.host, ep.port);
+  c.set_bearer_token_auth(e->api_key_.c_str());
   auto tok = c.Post("/tokenize", R"({"content":" the of and to a in is it that for on with as was he by at"})",
                     "application/json");
   if (!tok || tok->status != 200) throw std::runtime_error("tokenize failed while preparing the word bias");
@@ -53,14 +46,9 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   return e;
 }
 
-Engine::~Engine() {
-  if (process_) process_->stop();
-  std::error_code ec;
-  std::filesystem::remove(model_, ec);
-}
-
 EngineEndpoint Engine::endpoint() const {
-  return {.host = process_->host(), .port = process_->port(), .api_key = api_key, .available = true, .state = "ready"};
+  const bench::Endpoint ep = local_->endpoint();
+  return {.host = ep.host, .port = ep.port, .api_key = ep.api_key, .available = true, .state = "ready"};
 }
 
 std::variant<UpstreamResponse, UpstreamError> RecordingUpstream::call(const std::string& method, const std::string& path,

@@ -1,5 +1,6 @@
 // Test support for end-to-end gateway tests: the real pinned llama-server on a synthesized
-// model, with a Gateway and its HttpServer in front, all on free loopback ports.
+// model (started as `kvgate bench` starts it, bench::LocalEngine), with a Gateway and its
+// HttpServer in front, all on free loopback ports.
 #pragma once
 
 #include <httplib.h>
@@ -12,10 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/server_process.h"
+#include "bench/local_engine.h"
 #include "gateway/gateway.h"
 #include "gguf/synth.h"
 #include "http/http_server.h"
+#include "testing/engine_e2e.h"
 
 namespace kvgate::testing {
 
@@ -37,29 +39,31 @@ struct EngineOptions {
   // --jinja and --context-shift off as kvgate starts it (ik's defaults are the opposite).
   plan::Fork fork = plan::Fork::kMainline;
   gguf::SynthSpec spec = *gguf::synth_defaults("qwen3");
-  std::vector<std::string> args = {"-c", "8192", "-np", "1"};
-  std::string engine_api_key = "engine-secret";
+  uint64_t context = 8192;        // -c
+  int slots = 1;                  // -np
+  std::vector<std::string> args;  // more engine flags
 };
 
-// The engine (ServerProcess) + the model file it serves; stopped and removed on destruction.
+// The engine (a bench::LocalEngine: random key, --metrics) + the model file it serves; stopped
+// and removed on destruction.
 class Engine {
  public:
   static std::unique_ptr<Engine> start(const EngineOptions& options);
-  ~Engine();
-  engine::ServerProcess& process() { return *process_; }
   // A logit bias that makes the random-weight model answer with common English words: fast
   // and always valid text (random weights otherwise emit bytes that are not UTF-8, which the
   // engine's output parser rejects).
   const nlohmann::json& word_bias() const { return word_bias_; }
   EngineEndpoint endpoint() const;
-  const std::filesystem::path& model() const { return model_; }
+  const std::string& api_key() const { return api_key_; }
+  bool running() { return local_->running(); }
+  const std::filesystem::path& model() const { return model_->path(); }
   plan::Fork fork() const { return fork_; }
-  std::string api_key;
 
  private:
   plan::Fork fork_ = plan::Fork::kMainline;
-  std::filesystem::path model_;
-  std::unique_ptr<engine::ServerProcess> process_;
+  std::unique_ptr<TempModel> model_;  // before local_: the engine stops before its model goes
+  std::unique_ptr<bench::LocalEngine> local_;
+  std::string api_key_;
   nlohmann::json word_bias_ = nlohmann::json::array();
 };
 
