@@ -1,0 +1,215 @@
+#include "wire/test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace kvgate::wire::testing {
+
+std::vector<std::string> all_pointers(const ClientJson& value, const std::string& prefix) {
+  std::vector<std::string> out;
+  auto visit = [&](const std::string& key, const ClientJson& child) {
+    const std::string p = prefix + "/" + key;
+    out.push_back(p);
+    for (std::string& q : all_pointers(child, p)) out.push_back(std::move(q));
+  };
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) visit(key, child);
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i) visit(std::to_string(i), value[i]);
+  }
+  return out;
+}
+
+std::vector<Event> parse_events(const std::vector<std::string>& sse) {
+  std::vector<Event> out;
+  for (const std::string& s : sse) {
+    const size_t data = s.find("\ndata: ");
+    const bool framed = s.rfind("event: ", 0) == 0 && data != std::string::npos && s.size() >= 2 &&
+                        s.compare(s.size() - 2, 2, "\n\n") == 0 && s.find('\n', data + 1) == s.size() - 2;
+    EXPECT_TRUE(framed) << "not one SSE event: " << s;
+    if (!framed) continue;
+    Event e{s.substr(7, data - 7), ClientJson::parse(s.substr(data + 7, s.size() - 2 - data - 7), nullptr, false)};
+    EXPECT_FALSE(e.data.is_discarded()) << s;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+namespace {
+
+struct AnthropicState {
+  ClientJson message;
+  std::map<size_t, std::string> partial_json;
+  int open = -1;  // the open block's index, -1 when none
+  bool delta_seen = false;
+  bool stopped = false;
+};
+
+void anthropic_block_event(const Event& e, AnthropicState& s) {
+  ClientJson& content = s.message["content"];
+  if (e.name == "content_block_start") {
+    EXPECT_EQ(s.open, -1) << "a block starts while block " << s.open << " is open";
+    EXPECT_EQ(e.data["index"], content.size()) << "block indices must be 0, 1, 2, …";
+    content.push_back(e.data["content_block"]);
+    s.open = static_cast<int>(content.size()) - 1;
+    return;
+  }
+  const size_t index = e.data["index"].get<size_t>();
+  EXPECT_EQ(static_cast<int>(index), s.open) << e.name << " for a block that is not open";
+  if (static_cast<int>(index) != s.open) return;
+  ClientJson& block = content[index];
+  if (e.name == "content_block_stop") {
+    s.open = -1;
+    if (block["type"] == "tool_use") {
+      const std::string text = s.partial_json[index];
+      block["input"] = text.empty() ? ClientJson::object() : ClientJson::parse(text, nullptr, false);
+      EXPECT_FALSE(block["input"].is_discarded()) << "tool input is not JSON: " << text;
+    }
+    return;
+  }
+  const ClientJson& delta = e.data["delta"];
+  const std::string type = delta["type"];
+  if (type == "text_delta") {
+    EXPECT_EQ(block["type"], "text");
+    block["text"] = block["text"].get<std::string>() + delta["text"].get<std::string>();
+  } else if (type == "thinking_delta") {
+    EXPECT_EQ(block["type"], "thinking");
+    block["thinking"] = block["thinking"].get<std::string>() + delta["thinking"].get<std::string>();
+  } else if (type == "input_json_delta") {
+    EXPECT_EQ(block["type"], "tool_use");
+    s.partial_json[index] += delta["partial_json"].get<std::string>();
+  } else {
+    ADD_FAILURE() << "unknown delta " << type;
+  }
+}
+
+}  // namespace
+
+ClientJson accumulate_anthropic(const std::vector<Event>& events) {
+  AnthropicState s;
+  bool started = false;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    EXPECT_EQ(e.data["type"], e.name) << "event name and type differ";
+    EXPECT_FALSE(s.stopped) << e.name << " after message_stop";
+    if (e.name == "ping") continue;
+    if (e.name == "message_start") {
+      EXPECT_FALSE(started) << "second message_start";
+      EXPECT_EQ(i, 0u) << "message_start must come first";
+      started = true;
+      s.message = e.data["message"];
+      continue;
+    }
+    EXPECT_TRUE(started) << e.name << " before message_start";
+    if (e.name == "message_delta") {
+      EXPECT_FALSE(s.delta_seen) << "second message_delta";
+      EXPECT_EQ(s.open, -1) << "message_delta while block " << s.open << " is open";
+      s.delta_seen = true;
+      s.message["stop_reason"] = e.data["delta"]["stop_reason"];
+      s.message["stop_sequence"] = e.data["delta"]["stop_sequence"];
+      for (const auto& [key, value] : e.data["usage"].items()) s.message["usage"][key] = value;
+    } else if (e.name == "message_stop") {
+      EXPECT_TRUE(s.delta_seen) << "message_stop without message_delta";
+      s.stopped = true;
+    } else if (e.name.rfind("content_block_", 0) == 0) {
+      EXPECT_FALSE(s.delta_seen) << e.name << " after message_delta";
+      anthropic_block_event(e, s);
+    } else {
+      ADD_FAILURE() << "unknown event " << e.name;
+    }
+  }
+  EXPECT_TRUE(s.stopped) << "no message_stop";
+  return s.message;
+}
+
+namespace {
+
+struct ResponsesState {
+  ClientJson output = ClientJson::array();  // as the added/delta events build it
+  ClientJson done = ClientJson::array();    // the items of output_item.done
+  std::map<size_t, std::string> text;       // concatenated deltas per item
+  int open = -1;
+};
+
+void responses_item_event(const Event& e, ResponsesState& s) {
+  const ClientJson& d = e.data;
+  if (e.name == "response.output_item.added") {
+    EXPECT_EQ(s.open, -1) << "an item opens while item " << s.open << " is open";
+    EXPECT_EQ(d["output_index"], s.output.size());
+    EXPECT_EQ(d["item"]["status"], "in_progress");
+    s.output.push_back(d["item"]);
+    s.open = static_cast<int>(s.output.size()) - 1;
+    return;
+  }
+  const size_t index = d["output_index"].get<size_t>();
+  EXPECT_EQ(static_cast<int>(index), s.open) << e.name << " for an item that is not open";
+  if (static_cast<int>(index) != s.open) return;
+  const ClientJson& item = s.output[index];
+  if (d.contains("item_id")) {
+    EXPECT_EQ(d["item_id"], item["id"]) << e.name;
+  }
+  const std::string type = item["type"];
+  if (e.name == "response.output_text.delta" || e.name == "response.reasoning_text.delta" ||
+      e.name == "response.function_call_arguments.delta") {
+    const char* expected = type == "message" ? "response.output_text.delta"
+                           : type == "reasoning" ? "response.reasoning_text.delta"
+                                                 : "response.function_call_arguments.delta";
+    EXPECT_EQ(e.name, expected);
+    s.text[index] += d["delta"].get<std::string>();
+  } else if (e.name == "response.output_text.done" || e.name == "response.reasoning_text.done") {
+    EXPECT_EQ(d["text"], s.text[index]) << "done text differs from the deltas";
+  } else if (e.name == "response.function_call_arguments.done") {
+    EXPECT_EQ(d["arguments"], s.text[index]) << "done arguments differ from the deltas";
+  } else if (e.name == "response.content_part.added" || e.name == "response.content_part.done") {
+    EXPECT_EQ(d["content_index"], 0);
+    if (e.name == "response.content_part.done") {
+      EXPECT_EQ(d["part"]["text"], s.text[index]);
+    }
+  } else if (e.name == "response.output_item.done") {
+    EXPECT_EQ(d["item"]["id"], item["id"]);
+    EXPECT_NE(d["item"]["status"], "in_progress");
+    const ClientJson& done = d["item"];
+    const std::string full = type == "function_call" ? done["arguments"].get<std::string>()
+                             : done["content"].empty()  ? std::string()
+                                                        : done["content"][0]["text"].get<std::string>();
+    EXPECT_EQ(full, s.text[index]) << "the done item differs from the deltas";
+    s.done.push_back(done);
+    s.open = -1;
+  } else {
+    ADD_FAILURE() << "unknown event " << e.name;
+  }
+}
+
+}  // namespace
+
+ClientJson accumulate_responses(const std::vector<Event>& events) {
+  ResponsesState s;
+  ClientJson last;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    EXPECT_EQ(e.data["type"], e.name);
+    EXPECT_EQ(e.data["sequence_number"], i) << "sequence numbers must count 0, 1, 2, …";
+    EXPECT_TRUE(last.is_null()) << e.name << " after the terminal event";
+    if (i < 2) {
+      EXPECT_EQ(e.name, i == 0 ? "response.created" : "response.in_progress");
+    }
+    if (e.name == "response.created" || e.name == "response.in_progress") {
+      EXPECT_LT(i, 2u);
+      EXPECT_EQ(e.data["response"]["status"], "in_progress");
+    } else if (e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed") {
+      last = e.data["response"];
+      EXPECT_EQ(last["status"], e.name.substr(9));
+      if (e.name != "response.failed") {
+        EXPECT_EQ(s.open, -1) << "the response ends with an item open";
+        EXPECT_EQ(last["output"], s.done) << "the final output differs from the done items";
+      }
+    } else {
+      responses_item_event(e, s);
+    }
+  }
+  EXPECT_FALSE(last.is_null()) << "no terminal event";
+  return last;
+}
+
+}  // namespace kvgate::wire::testing
