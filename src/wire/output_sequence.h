@@ -12,8 +12,9 @@
 //   - a tool call opens only once its name is known (the name belongs in the open event;
 //     the first non-empty name a call gets is its name);
 //   - finish() closes the open block and emits every waiting block whole.
-// llama-server streams reasoning, then text, then the calls one after another, so nothing
-// waits in practice and every piece goes out as it arrives. A piece for a tool call whose
+// Blocks open in the order their first pieces arrive. llama-server streams reasoning, then
+// text, then the calls one after another in index order, so nothing waits in practice and
+// every piece goes out as it arrives. A piece for a tool call whose
 // block already closed (its arguments were complete) can only be trailing whitespace in a
 // valid call and is dropped. The concatenated deltas of each block are what the chunks
 // carried for it.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 namespace kvgate::wire::testing {
@@ -210,6 +211,174 @@ ClientJson accumulate_responses(const std::vector<Event>& events) {
   }
   EXPECT_FALSE(last.is_null()) << "no terminal event";
   return last;
+}
+
+ClientJson calls_in_id_order(ClientJson blocks) {
+  std::vector<ClientJson> calls;
+  ClientJson out = ClientJson::array();
+  for (ClientJson& b : blocks) {
+    if (b["type"] == "function_call") {
+      b.erase("id");
+      b.erase("status");  // the last one to close is the one cut at the token limit
+      calls.push_back(std::move(b));
+    } else if (b["type"] == "tool_use") {
+      calls.push_back(std::move(b));
+    } else {
+      out.push_back(std::move(b));
+    }
+  }
+  auto key = [](const ClientJson& b) { return b.contains("call_id") ? b["call_id"] : b["id"]; };
+  std::sort(calls.begin(), calls.end(), [&](const ClientJson& a, const ClientJson& b) { return key(a) < key(b); });
+  for (ClientJson& c : calls) out.push_back(std::move(c));
+  return out;
+}
+
+namespace {
+
+using nlohmann::json;
+
+std::vector<std::string> random_pieces(const std::string& text, std::mt19937& rng) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t n = std::uniform_int_distribution<size_t>(0, 6)(rng);
+    // Pieces end at character boundaries, as the engine sends them.
+    size_t end = std::min(text.size(), at + n);
+    while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+    out.push_back(text.substr(at, end - at));
+    at = end;
+  }
+  return out;
+}
+
+json chunk(const std::string& id, json delta, json finish = nullptr) {
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", 1700000000},
+          {"model", "m"},
+          {"choices", {{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}}}}};
+}
+
+json usage_json(const ChatUsage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json timings_json(const ChatUsage& u) {
+  return {{"cache_n", u.cached_tokens}, {"prompt_n", u.prompt_tokens - u.cached_tokens},
+          {"predicted_n", u.completion_tokens}};
+}
+
+}  // namespace
+
+json chat_response(const ReplySpec& spec) {
+  json message = {{"role", "assistant"}, {"content", spec.text}};
+  if (!spec.reasoning.empty()) message["reasoning_content"] = spec.reasoning;
+  if (!spec.calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& c : spec.calls) {
+      calls.push_back({{"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}, {"id", c.id}});
+    }
+    message["tool_calls"] = std::move(calls);
+  }
+  return {{"id", spec.id},
+          {"object", "chat.completion"},
+          {"created", 1700000000},
+          {"model", "m"},
+          {"choices", {{{"index", 0}, {"message", std::move(message)}, {"finish_reason", spec.finish}}}},
+          {"usage", usage_json(spec.usage)},
+          {"timings", timings_json(spec.usage)}};
+}
+
+std::vector<json> chunks_for(const ReplySpec& spec, std::mt19937& rng, const ChunkOptions& options) {
+  std::vector<json> out;
+  out.push_back(chunk(spec.id, {{"role", "assistant"}, {"content", nullptr}}));
+  auto noise = [&] {
+    if (!options.noise || std::uniform_int_distribution<int>(0, 3)(rng) != 0) return;
+    json c = chunk(spec.id, json::object());
+    c["unexpected"] = {{"x", 1}};
+    out.push_back(std::move(c));
+  };
+  for (const std::string& p : random_pieces(spec.reasoning, rng)) {
+    out.push_back(chunk(spec.id, {{"reasoning_content", p}}));
+    noise();
+  }
+  for (const std::string& p : random_pieces(spec.text, rng)) {
+    out.push_back(chunk(spec.id, {{"content", p}}));
+    noise();
+  }
+  // Per call: its pieces in order, the first carrying id and name.
+  std::vector<std::vector<json>> per_call;
+  for (size_t i = 0; i < spec.calls.size(); ++i) {
+    const ToolCall& c = spec.calls[i];
+    std::vector<json> pieces;
+    std::vector<std::string> args = random_pieces(c.arguments, rng);
+    if (args.empty()) args.push_back("");
+    for (size_t k = 0; k < args.size(); ++k) {
+      json call = {{"index", i}, {"function", {{"arguments", args[k]}}}};
+      if (k == 0) {
+        call["id"] = c.id;
+        call["type"] = "function";
+        call["function"]["name"] = c.name;
+      }
+      pieces.push_back(chunk(spec.id, {{"tool_calls", {call}}}));
+    }
+    per_call.push_back(std::move(pieces));
+  }
+  std::vector<size_t> next(per_call.size(), 0);
+  for (size_t remaining = spec.calls.size(), current = 0; remaining > 0;) {
+    if (options.interleave_calls) {
+      current = std::uniform_int_distribution<size_t>(0, per_call.size() - 1)(rng);
+    }
+    if (next[current] == per_call[current].size()) {
+      if (!options.interleave_calls) ++current;
+      continue;
+    }
+    out.push_back(per_call[current][next[current]++]);
+    if (next[current] == per_call[current].size()) --remaining;
+    noise();
+  }
+  if (!options.omit_finish) out.push_back(chunk(spec.id, json::object(), spec.finish));
+  if (!options.omit_usage) {
+    json u = options.usage_in_finish && !options.omit_finish ? out.back() : chunk(spec.id, json::object());
+    if (!options.usage_in_finish || options.omit_finish) u["choices"] = json::array();
+    u["usage"] = usage_json(spec.usage);
+    u["timings"] = timings_json(spec.usage);
+    if (options.usage_in_finish && !options.omit_finish) {
+      out.back() = std::move(u);
+    } else {
+      out.push_back(std::move(u));
+    }
+  }
+  return out;
+}
+
+ReplySpec random_reply(std::mt19937& rng) {
+  static const char* const kWords[] = {"the", "river", "flows", "é", "日本", "\"q\"", "{", "}", "\n", " ", "x"};
+  auto words = [&](int max) {
+    std::string s;
+    const int n = std::uniform_int_distribution<int>(0, max)(rng);
+    for (int i = 0; i < n; ++i) s += kWords[std::uniform_int_distribution<size_t>(0, std::size(kWords) - 1)(rng)];
+    return s;
+  };
+  ReplySpec spec;
+  spec.id = "chatcmpl-r" + std::to_string(rng() % 100000);
+  spec.reasoning = words(8);
+  spec.text = words(12);
+  const int calls = std::uniform_int_distribution<int>(0, 3)(rng);
+  for (int i = 0; i < calls; ++i) {
+    json args = json::object();
+    const int keys = std::uniform_int_distribution<int>(0, 3)(rng);
+    for (int k = 0; k < keys; ++k) args["k" + std::to_string(k)] = words(4);
+    spec.calls.push_back({.id = "call_" + std::to_string(i) + "_" + std::to_string(rng() % 1000),
+                          .name = "tool_" + std::to_string(i),
+                          .arguments = args.dump()});
+  }
+  const int finish = std::uniform_int_distribution<int>(0, 2)(rng);
+  spec.finish = !spec.calls.empty() && finish != 2 ? "tool_calls" : finish == 2 ? "length" : "stop";
+  spec.usage.completion_tokens = static_cast<int64_t>(rng() % 500);
+  return spec;
 }
 
 }  // namespace kvgate::wire::testing

@@ -3,11 +3,13 @@
 // grammars that rebuild what a client would accumulate.
 #pragma once
 
+#include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "wire/chat_reply.h"
 #include "wire/wire_error.h"
 
 namespace kvgate::wire::testing {
@@ -36,5 +38,38 @@ ClientJson accumulate_anthropic(const std::vector<Event>& events);
 // to the done items) and returns the terminal event's response. Violations are gtest
 // failures.
 ClientJson accumulate_responses(const std::vector<Event>& events);
+
+// `blocks` with its tool calls (Anthropic tool_use blocks, Responses function_call items)
+// sorted by call id, without the ids and statuses of function_call items (they follow the
+// output position): when calls interleave, the stream presents them in the order their first
+// pieces arrive.
+ClientJson calls_in_id_order(ClientJson blocks);
+
+// A reply to stream in random pieces: what the generated chunks carry.
+struct ReplySpec {
+  std::string id = "chatcmpl-spec";
+  std::string reasoning;
+  std::string text;
+  std::vector<ToolCall> calls;
+  std::string finish = "stop";
+  ChatUsage usage{.prompt_tokens = 120, .cached_tokens = 100, .completion_tokens = 17, .reasoning_tokens = 0};
+};
+
+struct ChunkOptions {
+  bool interleave_calls = false;   // tool-call pieces of different calls alternate
+  bool usage_in_finish = false;    // usage rides on the finish chunk (else its own chunk)
+  bool omit_finish = false;        // no chunk carries a finish reason
+  bool omit_usage = false;         // no chunk carries usage
+  bool noise = false;              // empty deltas, role-only deltas and unknown fields
+};
+
+// The non-streamed chat.completion of `spec`, in llama-server's shape.
+nlohmann::json chat_response(const ReplySpec& spec);
+// The chat.completion.chunk objects of `spec`: every text cut at random places (pieces may be
+// empty), a call's id and name in its first piece, reasoning before text before calls.
+std::vector<nlohmann::json> chunks_for(const ReplySpec& spec, std::mt19937& rng, const ChunkOptions& options);
+// A random reply: any of reasoning, text and up to three calls with JSON-object arguments,
+// multi-byte text included.
+ReplySpec random_reply(std::mt19937& rng);
 
 }  // namespace kvgate::wire::testing
