@@ -12,11 +12,17 @@ ClientJson tool_input(const std::string& arguments) {
 
 std::string message_id(std::string_view chat_id) { return "msg_" + id_stem(chat_id); }
 
-std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls) {
+std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word) {
   if (finish_reason == "length") return "max_tokens";
   if (has_tool_calls) return "tool_use";
   if (finish_reason == "content_filter") return "refusal";
+  if (!stop_word.empty()) return "stop_sequence";
   return "end_turn";
+}
+
+ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word) {
+  if (anthropic_stop_reason(finish_reason, has_tool_calls, stop_word) != "stop_sequence") return nullptr;
+  return std::string(stop_word);
 }
 
 ClientJson anthropic_usage(const ChatUsage& usage) {
@@ -41,8 +47,8 @@ ClientJson chat_to_message(const json& chat_response, const std::string& model) 
           {"role", "assistant"},
           {"model", model},
           {"content", std::move(content)},
-          {"stop_reason", anthropic_stop_reason(reply.finish_reason, !reply.tool_calls.empty())},
-          {"stop_sequence", nullptr},
+          {"stop_reason", anthropic_stop_reason(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
+          {"stop_sequence", anthropic_stop_sequence(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
           {"usage", anthropic_usage(reply.usage.value_or(ChatUsage{}))}};
 }
 

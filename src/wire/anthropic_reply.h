@@ -9,7 +9,8 @@
 //                 not a JSON object give input {} — the client's tool then reports the
 //                 missing parameters to the model); empty parts give no block
 //   stop_reason   length → max_tokens; tool calls → tool_use; a stop word the engine
-//                 reports → stop_sequence (+ stop_sequence); otherwise end_turn
+//                 reports (chat_reply.h: asked for when the request has stop_sequences)
+//                 → stop_sequence, with stop_sequence set to it; otherwise end_turn
 //   usage         input_tokens = prompt − cached, cache_read_input_tokens = cached,
 //                 cache_creation_input_tokens = 0, output_tokens = completion: Anthropic's
 //                 input_tokens counts only what was not read from a cache, and the three
@@ -38,8 +39,11 @@ ClientJson chat_to_message(const nlohmann::json& chat_response, const std::strin
 // "msg_" + the chat id's stem.
 std::string message_id(std::string_view chat_id);
 
-// Anthropic's stop_reason for a chat finish reason.
-std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls);
+// Anthropic's stop_reason for a chat finish reason (`stop_word`: the stop string that ended
+// the reply, "" when none or not known).
+std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word);
+// The stop_sequence field: the stop word when stop_reason is stop_sequence, else null.
+ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word);
 
 // {input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens}
 ClientJson anthropic_usage(const ChatUsage& usage);

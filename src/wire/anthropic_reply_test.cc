@@ -36,13 +36,32 @@ TEST(AnthropicReplyTest, ChatCompletionBecomesAMessage) {
 }
 
 TEST(AnthropicReplyTest, StopReasons) {
-  EXPECT_EQ(anthropic_stop_reason("stop", false), "end_turn");
-  EXPECT_EQ(anthropic_stop_reason("", false), "end_turn");
-  EXPECT_EQ(anthropic_stop_reason("length", false), "max_tokens");
-  EXPECT_EQ(anthropic_stop_reason("length", true), "max_tokens");
-  EXPECT_EQ(anthropic_stop_reason("tool_calls", true), "tool_use");
-  EXPECT_EQ(anthropic_stop_reason("stop", true), "tool_use");
-  EXPECT_EQ(anthropic_stop_reason("content_filter", false), "refusal");
+  EXPECT_EQ(anthropic_stop_reason("stop", false, ""), "end_turn");
+  EXPECT_EQ(anthropic_stop_reason("", false, ""), "end_turn");
+  EXPECT_EQ(anthropic_stop_reason("length", false, ""), "max_tokens");
+  EXPECT_EQ(anthropic_stop_reason("length", true, ""), "max_tokens");
+  EXPECT_EQ(anthropic_stop_reason("tool_calls", true, ""), "tool_use");
+  EXPECT_EQ(anthropic_stop_reason("stop", true, ""), "tool_use");
+  EXPECT_EQ(anthropic_stop_reason("content_filter", false, ""), "refusal");
+  EXPECT_EQ(anthropic_stop_reason("stop", false, "END"), "stop_sequence");
+  EXPECT_EQ(anthropic_stop_sequence("stop", false, "END"), "END");
+  EXPECT_EQ(anthropic_stop_sequence("stop", false, ""), nullptr);
+  EXPECT_EQ(anthropic_stop_sequence("length", false, "END"), nullptr);
+}
+
+// llama-server names the stop string only in the __verbose object a request with
+// "verbose": true gets.
+TEST(AnthropicReplyTest, AStopWordTheEngineReportsIsTheStopSequence) {
+  const ClientJson m = chat_to_message(json::parse(R"({"id": "chatcmpl-s", "choices": [{"index": 0,
+    "finish_reason": "stop", "message": {"role": "assistant", "content": "one two"}}],
+    "__verbose": {"stop_type": "word", "stopping_word": "three", "content": "one two"}})"), "m");
+  EXPECT_EQ(m["stop_reason"], "stop_sequence");
+  EXPECT_EQ(m["stop_sequence"], "three");
+  const ClientJson eos = chat_to_message(json::parse(R"({"id": "chatcmpl-s", "choices": [{"index": 0,
+    "finish_reason": "stop", "message": {"role": "assistant", "content": "one"}}],
+    "__verbose": {"stop_type": "eos", "stopping_word": ""}})"), "m");
+  EXPECT_EQ(eos["stop_reason"], "end_turn");
+  EXPECT_EQ(eos["stop_sequence"], nullptr);
 }
 
 TEST(AnthropicReplyTest, ArgumentsThatAreNotAnObjectGiveAnEmptyInput) {

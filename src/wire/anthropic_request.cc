@@ -1,5 +1,6 @@
 #include "wire/anthropic_request.h"
 
+#include <algorithm>
 #include <set>
 
 #include "util/json.h"
@@ -169,9 +170,22 @@ WireResult<void> add_assistant(const ClientJson& content, const std::string& pat
   return {};
 }
 
+// Claude Code opens its system prompt with "x-anthropic-billing-header: cc_version=…;
+// cc_entrypoint=…; cch=XXXXX;", where cch changes with every request: left as it is, no
+// two requests would share a cached prompt past that point. Its value is masked.
+std::string without_billing_stamp(std::string text) {
+  constexpr std::string_view kHeader = "x-anthropic-billing-header:";
+  if (text.rfind(kHeader, 0) != 0) return text;
+  const size_t line_end = std::min(text.find('\n'), text.size());
+  const size_t stamp = text.find("cch=", kHeader.size());
+  if (stamp == std::string::npos || stamp > line_end) return text;
+  for (size_t i = stamp + 4; i < line_end && text[i] != ';'; ++i) text[i] = '0';
+  return text;
+}
+
 // Text blocks only (a system prompt): joined.
 WireResult<std::string> system_text(const ClientJson& value, const std::string& path) {
-  if (value.is_string()) return value.get<std::string>();
+  if (value.is_string()) return without_billing_stamp(value.get<std::string>());
   if (!value.is_array()) {
     return invalid_request(path, "expected a string or an array of text blocks, got " + std::string(json_kind(value)));
   }
@@ -181,7 +195,7 @@ WireResult<std::string> system_text(const ClientJson& value, const std::string& 
     KV_ASSIGN_OR_RETURN(std::string type, block.string("type"));
     if (type != "text") return block.error("type", "expected a text block, got '" + type + "'");
     KV_ASSIGN_OR_RETURN(std::string text, block.string("text"));
-    texts.push_back(std::move(text));
+    texts.push_back(without_billing_stamp(std::move(text)));
   }
   return join_texts(texts);
 }
@@ -293,6 +307,7 @@ WireResult<void> add_sampling(const Fields& top, Purpose purpose, json& chat) {
       stop.push_back((*stops)[i].get<std::string>());
     }
     chat["stop"] = std::move(stop);
+    chat["verbose"] = true;  // the engine then says which stop string ended the reply
   }
   KV_ASSIGN_OR_RETURN(auto temperature, top.optional_number("temperature"));
   if (temperature) chat["temperature"] = *temperature;
@@ -310,6 +325,8 @@ WireResult<void> add_thinking(const Fields& top, json& chat, ChatConversion& c) 
   KV_ASSIGN_OR_RETURN(std::string type, t.string("type"));
   if (type == "enabled" || type == "adaptive") {
     chat["kvgate"] = {{"thinking", true}};
+    KV_ASSIGN_OR_RETURN(auto budget, t.optional_integer("budget_tokens", 0));
+    if (budget && type == "enabled") chat["thinking_budget_tokens"] = *budget;
   } else if (type == "disabled") {
     chat["kvgate"] = {{"thinking", false}};
   } else {

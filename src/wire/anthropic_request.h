@@ -21,10 +21,14 @@
 //   tools (custom: name, description, input_schema) → function tools
 //   tool_choice auto / any / tool / none          → "auto" / "required" / {function} / "none";
 //     disable_parallel_tool_use                   → parallel_tool_calls: false
-//   max_tokens (required), stop_sequences, temperature, top_p, top_k, stream
-//   thinking enabled / adaptive / disabled        → "kvgate": {"thinking": true/true/false}
-//                                                   (budget_tokens is not enforced); absent →
-//                                                   the gateway's default
+//   max_tokens (required), stop_sequences (→ stop, and "verbose": true so the engine says
+//   which one ended the reply), temperature, top_p, top_k, stream
+//   thinking enabled / adaptive / disabled        → "kvgate": {"thinking": true/true/false};
+//                                                   budget_tokens → thinking_budget_tokens
+//                                                   (mainline llama-server enforces it);
+//                                                   absent → the gateway's default
+//   the cch= stamp of Claude Code's billing header line at the start of the system prompt,
+//   new in every request, is masked so requests share their cached prefix
 //   metadata.user_id                              → session_key
 // Not supported: server tools (web_search_…, code_execution_…, bash_…, text_editor_…),
 // dropped and listed in `ignored`, as is every top-level field not above (cache_control,

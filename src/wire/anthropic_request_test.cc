@@ -42,6 +42,22 @@ TEST(AnthropicRequestTest, SystemBlocksAreJoinedAndCacheControlIgnored) {
   EXPECT_TRUE(c.ignored.empty());
 }
 
+TEST(AnthropicRequestTest, TheBillingStampOfClaudeCodeIsMasked) {
+  auto stamped = [](const char* cch) {
+    return convert_ok(std::string(R"({"max_tokens": 8, "system": [{"type": "text",
+      "text": "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=)") + cch + R"(;"},
+      {"type": "text", "text": "You are Claude Code."}], "messages": [{"role": "user", "content": "q"}]})")
+        .chat["messages"][0]["content"]
+        .get<std::string>();
+  };
+  EXPECT_EQ(stamped("a5145"), stamped("0be91"));
+  EXPECT_EQ(stamped("a5145"),
+            "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=00000;\n\nYou are Claude Code.");
+  // Only that header line is touched.
+  EXPECT_EQ(convert_ok(R"({"max_tokens": 8, "system": "Note: cch=a5145; stays",
+    "messages": [{"role": "user", "content": "q"}]})").chat["messages"][0]["content"], "Note: cch=a5145; stays");
+}
+
 TEST(AnthropicRequestTest, SystemStringAndSystemRoleMessages) {
   auto c = convert_ok(R"({"max_tokens": 8, "system": "S",
     "messages": [{"role": "system", "content": [{"type": "text", "text": "more"}]},
@@ -177,9 +193,11 @@ TEST(AnthropicRequestTest, SamplingFields) {
   auto c = convert_ok(R"({"max_tokens": 100, "stop_sequences": ["END", "###"], "temperature": 0.2,
     "top_p": 0.9, "top_k": 20, "messages": [{"role": "user", "content": "q"}]})");
   EXPECT_EQ(c.chat["stop"], json::parse(R"(["END", "###"])"));
+  EXPECT_EQ(c.chat["verbose"], true);
   EXPECT_DOUBLE_EQ(c.chat["temperature"].get<double>(), 0.2);
   EXPECT_DOUBLE_EQ(c.chat["top_p"].get<double>(), 0.9);
   EXPECT_EQ(c.chat["top_k"], 20);
+  EXPECT_FALSE(convert_ok(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "q"}]})").chat.contains("verbose"));
   EXPECT_EQ(convert_error(R"({"messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
   EXPECT_EQ(convert_error(R"({"max_tokens": 0, "messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
   EXPECT_EQ(convert_error(R"({"max_tokens": 1.5, "messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
@@ -193,8 +211,9 @@ TEST(AnthropicRequestTest, SamplingFields) {
 
 TEST(AnthropicRequestTest, ThinkingSetsTheGatewayThinkingField) {
   const std::string base = R"({"max_tokens": 2048, "messages": [{"role": "user", "content": "q"}])";
-  EXPECT_EQ(convert_ok(base + R"(, "thinking": {"type": "enabled", "budget_tokens": 1024}})").chat["kvgate"],
-            json::parse(R"({"thinking": true})"));
+  const auto enabled = convert_ok(base + R"(, "thinking": {"type": "enabled", "budget_tokens": 1024}})");
+  EXPECT_EQ(enabled.chat["kvgate"], json::parse(R"({"thinking": true})"));
+  EXPECT_EQ(enabled.chat["thinking_budget_tokens"], 1024);
   EXPECT_EQ(convert_ok(base + R"(, "thinking": {"type": "adaptive"}})").chat["kvgate"],
             json::parse(R"({"thinking": true})"));
   EXPECT_EQ(convert_ok(base + R"(, "thinking": {"type": "disabled"}})").chat["kvgate"],

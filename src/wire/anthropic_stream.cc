@@ -68,11 +68,12 @@ std::vector<std::string> MessagesStream::finish() {
 
 void MessagesStream::send_message_delta(std::vector<std::string>& out) {
   emit(sequencer_.finish(), out);
-  const std::string reason =
-      anthropic_stop_reason(sequencer_.finish_reason().value_or(""), sequencer_.has_tool_calls());
+  const std::string finish = sequencer_.finish_reason().value_or("");
+  const std::string reason = anthropic_stop_reason(finish, sequencer_.has_tool_calls(), sequencer_.stop_word());
+  ClientJson stop_sequence = anthropic_stop_sequence(finish, sequencer_.has_tool_calls(), sequencer_.stop_word());
   ClientJson usage = sequencer_.usage() ? anthropic_usage(*sequencer_.usage()) : ClientJson{{"output_tokens", 0}};
   out.push_back(sse_event("message_delta", {{"type", "message_delta"},
-                                            {"delta", {{"stop_reason", reason}, {"stop_sequence", nullptr}}},
+                                            {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence}}},
                                             {"usage", std::move(usage)}}));
   delta_sent_ = true;
 }

@@ -63,10 +63,18 @@ std::optional<ChatUsage> read_usage(const json& body) {
   return u;
 }
 
+std::string stop_word_of(const json& body) {
+  if (!body.is_object()) return {};
+  const json* verbose = object_at(body, "__verbose");
+  if (verbose == nullptr || text_of(*verbose, "stop_type") != "word") return {};
+  return text_of(*verbose, "stopping_word");
+}
+
 ChatReply read_reply(const json& chat_response) {
   ChatReply r;
   if (!chat_response.is_object()) return r;
   r.id = text_of(chat_response, "id");
+  r.stop_word = stop_word_of(chat_response);
   r.usage = read_usage(chat_response);
   const json* choice = first_choice(chat_response);
   if (choice == nullptr) return r;
@@ -96,6 +104,7 @@ ChunkPieces read_chunk(const json& chunk) {
   if (!chunk.is_object()) return p;
   p.id = text_of(chunk, "id");
   p.usage = read_usage(chunk);
+  p.stop_word = stop_word_of(chunk);
   const json* choice = first_choice(chunk);
   if (choice == nullptr) return p;
   p.finish_reason = finish_of(*choice);

@@ -8,6 +8,11 @@
 // cached tokens included. Reasoning tokens are not counted by either engine; they are 0
 // unless usage.completion_tokens_details.reasoning_tokens says otherwise.
 //
+// Which stop string ended a reply: llama-server reports it only in the `__verbose` object it
+// adds when the request asks for it ("verbose": true): stop_type "word" and stopping_word
+// (the object also holds the whole rendered prompt, so the adapters ask only when the client
+// gave stop sequences). ik_llama.cpp does not report it.
+//
 // Anything unexpected (missing fields, wrong types, unknown fields) reads as absent: these
 // bodies come from the engine, and an odd one must not abort a reply the client waits for.
 #pragma once
@@ -44,6 +49,7 @@ struct ChatReply {
   std::string text;
   std::vector<ToolCall> tool_calls;
   std::string finish_reason;  // "stop", "length", "tool_calls", ... ("" when absent)
+  std::string stop_word;      // the stop string that ended the reply, if the engine said
   std::optional<ChatUsage> usage;
 };
 
@@ -64,11 +70,15 @@ struct ChunkPieces {
   std::string text;
   std::vector<ToolCallPiece> tool_calls;
   std::optional<std::string> finish_reason;
+  std::string stop_word;
   std::optional<ChatUsage> usage;
 };
 
 // The first choice's delta of a chat.completion.chunk, its finish reason and usage.
 ChunkPieces read_chunk(const nlohmann::json& chunk);
+
+// The stop string a chat.completion or chunk says ended the reply ("" when it does not).
+std::string stop_word_of(const nlohmann::json& body);
 
 // Largest tool-call index read from the engine; pieces with a larger one are dropped (a
 // reply with more calls than this is not an answer a client can run).

@@ -21,6 +21,7 @@ std::vector<BlockEvent> OutputSequencer::feed(const ChunkPieces& pieces) {
   if (reply_id_.empty()) reply_id_ = pieces.id;
   if (pieces.finish_reason) finish_reason_ = pieces.finish_reason;
   if (pieces.usage) usage_ = pieces.usage;
+  if (!pieces.stop_word.empty()) stop_word_ = pieces.stop_word;
   route_text(BlockKind::kReasoning, pieces.reasoning, out);
   route_text(BlockKind::kText, pieces.text, out);
   for (const ToolCallPiece& piece : pieces.tool_calls) route_call(piece, out);

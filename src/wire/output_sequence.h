@@ -52,9 +52,10 @@ class OutputSequencer {
   std::vector<BlockEvent> finish();
 
   bool finished() const { return finished_; }
-  // The last finish reason and usage seen in any chunk.
+  // The last finish reason, usage and stop word seen in any chunk.
   const std::optional<std::string>& finish_reason() const { return finish_reason_; }
   const std::optional<ChatUsage>& usage() const { return usage_; }
+  const std::string& stop_word() const { return stop_word_; }
   const std::string& reply_id() const { return reply_id_; }
   bool has_tool_calls() const { return !tools_.empty(); }
 
@@ -92,6 +93,7 @@ class OutputSequencer {
   std::string reply_id_;
   std::optional<std::string> finish_reason_;
   std::optional<ChatUsage> usage_;
+  std::string stop_word_;
   bool finished_ = false;
 };
 
