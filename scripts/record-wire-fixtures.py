@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Records what the pinned llama-server answers to chat-completion requests, streamed and not,
+as fixtures for the wire adapters (src/wire): tests/fixtures/wire/<scenario>.json.
+
+A qwen3 model with random weights is synthesized (`kvgate synth`) and served with the
+tool-aware template src/gateway/templates/chatml-tools.jinja (--jinja, -c 4096, -np 1) on a
+free loopback port. Random weights write no sensible text, so each scenario steers them the
+way the gateway's end-to-end tests do:
+  - a logit bias toward common English words (the tokens of " the of and to a in ...") makes
+    the model write plain words;
+  - a trailing assistant message is a prefill the engine continues; its text is parsed with
+    the generated tokens, so a prefilled "<think>…</think>" becomes reasoning_content and a
+    prefilled "<tool_call>…</tool_call>" a tool call;
+  - a logit bias on <|im_end|> ends the turn at once (finish "stop").
+Every scenario is sent with a fixed seed to /v1/chat/completions twice (non-streamed, then
+streamed with stream_options.include_usage), and the same request in the engine's own
+Anthropic (/v1/messages) and Responses (/v1/responses) forms, whose answers are kept as a
+second reference for the shapes (kvgate's adapters do not use them).
+
+Usage:
+  scripts/record-wire-fixtures.py --server ~/.cache/kvgate/engine/llama.cpp-80fb11a-x86_64/bin/llama-server \\
+      [--kvgate build/src/cli/kvgate]
+Only the standard library is used. The engine is stopped at the end.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "wire")
+TEMPLATE = os.path.join(ROOT, "src", "gateway", "templates", "chatml-tools.jinja")
+
+WORDS = " the of and to a in is it that for on with as was he by at"
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "read_file", "description": "Read a file from the workspace",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}},
+                       "required": ["path"]}}}]
+ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+                    "input_schema": t["function"]["parameters"]} for t in TOOLS]
+RESPONSES_TOOLS = [dict(type="function", **t["function"]) for t in TOOLS]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, path, body, timeout=120):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def post_stream(port, path, body, timeout=120):
+    """(status, [(event name or None, data object)]) of an SSE answer."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    events, name = [], None
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            for raw in r:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: ") and line != "data: [DONE]":
+                    events.append((name, json.loads(line[6:])))
+                    name = None
+            return r.status, events
+    except urllib.error.HTTPError as e:
+        return e.code, [(None, json.loads(e.read()))]
+
+
+class Engine:
+    def __init__(self, server, model, log_path):
+        self.port = free_port()
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [server, "-m", model, "-t", "2", "-c", "4096", "-np", "1", "--host", "127.0.0.1", "--port",
+             str(self.port), "--jinja", "--chat-template-file", TEMPLATE],
+            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"engine exited: see {log_path}")
+            time.sleep(0.3)
+        raise RuntimeError("engine did not become ready")
+
+    def stop(self):
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+
+def tokens(port, text):
+    _, body = post(port, "/tokenize", {"content": text, "parse_special": True})
+    return body["tokens"]
+
+
+def scenarios(port):
+    """name → (description, chat body). Bodies carry no `stream`; it is added per call."""
+    words = [[t, 100] for t in tokens(port, WORDS)]
+    end = [[tokens(port, "<|im_end|>")[0], 100]]
+    system = {"role": "system", "content": "You are terse."}
+    ask = {"role": "user", "content": "Say a few words about rivers."}
+    weather = {"role": "user", "content": "What is the weather in Paris, and what is in notes.txt?"}
+    return {
+        "text_length": ("plain words until max_tokens cuts the reply (finish length)",
+                        {"messages": [system, ask], "max_tokens": 12, "logit_bias": words}),
+        "text_stop_word": ("plain words until a stop string ends the reply; verbose: true makes the "
+                           "engine name it (__verbose.stopping_word)",
+                           {"messages": [system, ask], "max_tokens": 40, "logit_bias": words,
+                            "stop": [" of", " and"], "verbose": True}),
+        "text_end_of_turn": ("a prefilled answer, then the end-of-turn token (finish stop)",
+                             {"messages": [system, ask, {"role": "assistant", "content": "Rivers run to the sea."}],
+                              "max_tokens": 8, "logit_bias": end}),
+        "reasoning_then_text": ("prefilled <think> reasoning, then generated words (thinking on)",
+                                {"messages": [system, ask, {"role": "assistant",
+                                                            "content": "<think>\nThe user wants rivers.\n</think>\n\n"}],
+                                 "max_tokens": 10, "logit_bias": words,
+                                 "chat_template_kwargs": {"enable_thinking": True}}),
+        "tool_calls": ("two prefilled tool calls after a sentence, then end of turn (finish tool_calls)",
+                       {"messages": [system, weather, {"role": "assistant", "content":
+                           "Checking both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                           "{\"city\": \"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n"
+                           "{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\", \"limit\": 20}}\n"
+                           "</tool_call>"}],
+                        "tools": TOOLS, "max_tokens": 8, "logit_bias": end}),
+        "tool_call_generated": ("a tool call the model writes token by token under the engine's "
+                                "grammar (tool_choice required), words biased",
+                                {"messages": [system, weather], "tools": TOOLS, "tool_choice": "required",
+                                 "max_tokens": 96, "logit_bias": words}),
+    }
+
+
+def anthropic_body(chat):
+    """The same request in Anthropic's form (for the engine's own /v1/messages)."""
+    msgs = [m for m in chat["messages"] if m["role"] != "system"]
+    body = {"model": "m", "max_tokens": chat["max_tokens"], "messages": msgs,
+            "system": next(m["content"] for m in chat["messages"] if m["role"] == "system")}
+    for key in ("logit_bias", "chat_template_kwargs"):
+        if key in chat:
+            body[key] = chat[key]
+    if "stop" in chat:
+        body["stop_sequences"] = chat["stop"]
+    if "tools" in chat:
+        body["tools"] = ANTHROPIC_TOOLS
+    if chat.get("tool_choice") == "required":
+        body["tool_choice"] = {"type": "any"}
+    return body
+
+
+def responses_body(chat):
+    """The same request in the Responses form (for the engine's own /v1/responses)."""
+    body = {"model": "m", "max_output_tokens": chat["max_tokens"],
+            "instructions": next(m["content"] for m in chat["messages"] if m["role"] == "system"),
+            "input": [m for m in chat["messages"] if m["role"] != "system"]}
+    for key in ("logit_bias", "chat_template_kwargs", "stop", "tool_choice"):
+        if key in chat:
+            body[key] = chat[key]
+    if "tools" in chat:
+        body["tools"] = RESPONSES_TOOLS
+    return body
+
+
+def record(port, name, description, chat):
+    seeded = dict(chat, seed=1)
+    status, response = post(port, "/v1/chat/completions", seeded)
+    s_status, events = post_stream(port, "/v1/chat/completions",
+                                   dict(seeded, stream=True, stream_options={"include_usage": True}))
+    fixture = {"scenario": name, "description": description, "request": seeded,
+               "status": status, "response": response, "stream_status": s_status,
+               "chunks": [data for _, data in events]}
+    a_body = dict(anthropic_body(chat), seed=1)
+    a_status, a_response = post(port, "/v1/messages", a_body)
+    _, a_events = post_stream(port, "/v1/messages", dict(a_body, stream=True))
+    fixture["engine_anthropic"] = {"request": a_body, "status": a_status, "response": a_response,
+                                   "events": [{"event": n, "data": d} for n, d in a_events]}
+    r_body = dict(responses_body(chat), seed=1)
+    r_status, r_response = post(port, "/v1/responses", r_body)
+    _, r_events = post_stream(port, "/v1/responses", dict(r_body, stream=True))
+    fixture["engine_responses"] = {"request": r_body, "status": r_status, "response": r_response,
+                                   "events": [{"event": n, "data": d} for n, d in r_events]}
+    return fixture
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--kvgate", default=os.path.join(ROOT, "build", "src", "cli", "kvgate"))
+    opts = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="kvgate-wire-")
+    model = os.path.join(work, "qwen3.gguf")
+    subprocess.run([opts.kvgate, "synth", "--arch", "qwen3", "--out", model], check=True, stdout=subprocess.DEVNULL)
+    engine = Engine(opts.server, model, os.path.join(work, "engine.log"))
+    os.makedirs(OUT_DIR, exist_ok=True)
+    try:
+        for name, (description, chat) in scenarios(engine.port).items():
+            fixture = record(engine.port, name, description, chat)
+            msg = fixture["response"].get("choices", [{}])[0]
+            print(f"  {name:22s} {fixture['status']} {msg.get('finish_reason')} "
+                  f"{len(fixture['chunks'])} chunks")
+            with open(os.path.join(OUT_DIR, f"{name}.json"), "w") as f:
+                json.dump(fixture, f, indent=1, ensure_ascii=False)
+                f.write("\n")
+    finally:
+        engine.stop()
+    os.remove(model)
+    print(f"wrote {OUT_DIR}; engine log in {work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
