@@ -4,7 +4,7 @@ as fixtures for the wire adapters (src/wire): tests/fixtures/wire/<scenario>.jso
 
 A qwen3 model with random weights is synthesized (`kvgate synth`) and served with the
 tool-aware template src/gateway/templates/chatml-tools.jinja (--jinja, -c 4096, -np 1) on a
-free loopback port. Random weights write no sensible text, so each scenario steers them the
+free loopback port (probe_rescue.py's Engine). Random weights write no sensible text, so each scenario steers them the
 way the gateway's end-to-end tests do:
   - a logit bias toward common English words (the tokens of " the of and to a in ...") makes
     the model write plain words;
@@ -25,14 +25,14 @@ Only the standard library is used. The engine is stopped at the end.
 import argparse
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_rescue import Engine, post  # noqa: E402  (the same engine start and JSON POST)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "wire")
@@ -54,22 +54,6 @@ ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"][
 RESPONSES_TOOLS = [dict(type="function", **t["function"]) for t in TOOLS]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, path, body, timeout=120):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def post_stream(port, path, body, timeout=120):
     """(status, [(event name or None, data object)]) of an SSE answer."""
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
@@ -87,37 +71,6 @@ def post_stream(port, path, body, timeout=120):
             return r.status, events
     except urllib.error.HTTPError as e:
         return e.code, [(None, json.loads(e.read()))]
-
-
-class Engine:
-    def __init__(self, server, model, log_path):
-        self.port = free_port()
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [server, "-m", model, "-t", "2", "-c", "4096", "-np", "1", "--host", "127.0.0.1", "--port",
-             str(self.port), "--jinja", "--chat-template-file", TEMPLATE],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"engine exited: see {log_path}")
-            time.sleep(0.3)
-        raise RuntimeError("engine did not become ready")
-
-    def stop(self):
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.log.close()
 
 
 def tokens(port, text):
@@ -220,7 +173,7 @@ def main():
     work = tempfile.mkdtemp(prefix="kvgate-wire-")
     model = os.path.join(work, "qwen3.gguf")
     subprocess.run([opts.kvgate, "synth", "--arch", "qwen3", "--out", model], check=True, stdout=subprocess.DEVNULL)
-    engine = Engine(opts.server, model, os.path.join(work, "engine.log"))
+    engine = Engine(opts.server, model, TEMPLATE, os.path.join(work, "engine.log"))
     os.makedirs(OUT_DIR, exist_ok=True)
     try:
         for name, (description, chat) in scenarios(engine.port).items():

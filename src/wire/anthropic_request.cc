@@ -4,6 +4,7 @@
 #include <set>
 
 #include "util/json.h"
+#include "wire/chat_body.h"
 #include "wire/fields.h"
 
 namespace kvgate::wire {
@@ -22,10 +23,6 @@ struct UserTurn {
   bool has_image = false;
 };
 
-json text_part(std::string text) { return {{"type", "text"}, {"text", std::move(text)}}; }
-
-json image_part(std::string url) { return {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}}; }
-
 // A user message's content: one string when it holds only text (the form every chat
 // template renders), else the parts.
 json user_content(const json& parts, bool has_image) {
@@ -35,10 +32,15 @@ json user_content(const json& parts, bool has_image) {
   return join_texts(texts);
 }
 
-WireResult<std::string> image_url(const Fields& block) {
+// The `source` object of an image or document block.
+WireResult<Fields> source_of(const Fields& block) {
   KV_ASSIGN_OR_RETURN(const ClientJson* source, block.optional_object("source"));
   if (source == nullptr) return block.error("source", "required");
-  const Fields src(*source, block.path_of("source"));
+  return Fields(*source, block.path_of("source"));
+}
+
+WireResult<std::string> image_url(const Fields& block) {
+  KV_ASSIGN_OR_RETURN(const Fields src, source_of(block));
   KV_ASSIGN_OR_RETURN(std::string type, src.string("type"));
   if (type == "base64") {
     KV_ASSIGN_OR_RETURN(std::string media_type, src.string("media_type"));
@@ -50,9 +52,7 @@ WireResult<std::string> image_url(const Fields& block) {
 }
 
 WireResult<std::string> document_text(const Fields& block) {
-  KV_ASSIGN_OR_RETURN(const ClientJson* source, block.optional_object("source"));
-  if (source == nullptr) return block.error("source", "required");
-  const Fields src(*source, block.path_of("source"));
+  KV_ASSIGN_OR_RETURN(const Fields src, source_of(block));
   KV_ASSIGN_OR_RETURN(std::string type, src.string("type"));
   if (type != "text") return src.error("type", "document source '" + type + "' is not supported (only text)");
   return src.string("data");
@@ -251,15 +251,9 @@ WireResult<std::set<std::string>> add_tools(const Fields& top, json& chat, ChatC
       c.ignored.push_back(t.path() + "=" + *type);
       continue;
     }
-    KV_ASSIGN_OR_RETURN(std::string name, t.string("name"));
-    KV_ASSIGN_OR_RETURN(auto description, t.optional_string("description"));
-    KV_ASSIGN_OR_RETURN(const ClientJson* schema, t.optional_object("input_schema"));
-    if (schema == nullptr) return t.error("input_schema", "required");
-    json fn = {{"name", name}};
-    if (description) fn["description"] = *description;
-    fn["parameters"] = json(*schema);
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-    names.insert(std::move(name));
+    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, "input_schema", /*schema_required=*/true));
+    names.insert(tool["function"]["name"].get<std::string>());
+    out.push_back(std::move(tool));
   }
   if (!out.empty()) chat["tools"] = std::move(out);
   return names;
@@ -359,10 +353,7 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
     KV_TRY(add_sampling(top, purpose, chat));
     KV_ASSIGN_OR_RETURN(auto stream, top.optional_bool("stream"));
     c.stream = stream.value_or(false);
-    if (c.stream) {
-      chat["stream"] = true;
-      chat["stream_options"] = {{"include_usage", true}};
-    }
+    if (c.stream) stream_with_usage(chat);
     KV_ASSIGN_OR_RETURN(const ClientJson* metadata, top.optional_object("metadata"));
     if (metadata != nullptr) {
       KV_ASSIGN_OR_RETURN(auto user, Fields(*metadata, "metadata").optional_string("user_id"));

@@ -299,21 +299,13 @@ TEST(AnthropicRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
       {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"k": 1}}]},
       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "is_error": true,
         "content": [{"type": "text", "text": "r"}]}]}]})");
-  const ClientJson values[] = {nullptr, true, 3, -1, 1.5, "s", ClientJson::array(), ClientJson::object(),
-                               ClientJson::array({1, "x"}), ClientJson{{"type", "text"}}};
-  size_t answers = 0;
-  for (const std::string& pointer : testing::all_pointers(valid)) {
-    for (const ClientJson& v : values) {
-      ClientJson f = valid;
-      f[ClientJson::json_pointer(pointer)] = v;
-      auto r = messages_to_chat(f);
-      if (!r.ok()) {
-        EXPECT_EQ(r.error().status, 400);
-      }
-      ++answers;
+  const size_t tried = testing::for_each_mutation(valid, [](const ClientJson& f) {
+    auto r = messages_to_chat(f);
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().status, 400);
     }
-  }
-  EXPECT_GT(answers, 100u);
+  });
+  EXPECT_GT(tried, 100u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "wire/chat_body.h"
 #include "wire/fields.h"
 
 namespace kvgate::wire {
@@ -9,8 +10,6 @@ namespace kvgate::wire {
 using nlohmann::json;
 
 namespace {
-
-json image_part(std::string url) { return {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}}; }
 
 // The texts and images of a content list (message content or a function call's output).
 struct Content {
@@ -23,7 +22,7 @@ WireResult<void> add_part(const Fields& part, Content& content, ItemNotes& notes
   KV_ASSIGN_OR_RETURN(std::string type, part.string("type"));
   if (type == "input_text" || type == "output_text" || type == "refusal") {
     KV_ASSIGN_OR_RETURN(std::string text, part.string(type == "refusal" ? "refusal" : "text"));
-    content.parts.push_back({{"type", "text"}, {"text", text}});
+    content.parts.push_back(text_part(text));
     content.texts.push_back(std::move(text));
   } else if (type == "input_image") {
     KV_ASSIGN_OR_RETURN(auto url, part.optional_string("image_url"));
@@ -45,7 +44,7 @@ WireResult<Content> read_content(const ClientJson& value, const std::string& pat
   Content content;
   if (value.is_string()) {
     content.texts.push_back(value.get<std::string>());
-    content.parts.push_back({{"type", "text"}, {"text", value.get<std::string>()}});
+    content.parts.push_back(text_part(value.get<std::string>()));
     return content;
   }
   if (!value.is_array()) {
@@ -163,14 +162,9 @@ WireResult<std::set<std::string>> add_tools(const Fields& top, json& chat, std::
       ignored.push_back(t.path() + "=" + type);
       continue;
     }
-    KV_ASSIGN_OR_RETURN(std::string name, t.string("name"));
-    KV_ASSIGN_OR_RETURN(auto description, t.optional_string("description"));
-    KV_ASSIGN_OR_RETURN(const ClientJson* parameters, t.optional_object("parameters"));
-    json fn = {{"name", name}};
-    if (description) fn["description"] = *description;
-    fn["parameters"] = parameters != nullptr ? json(*parameters) : json{{"type", "object"}, {"properties", json::object()}};
-    out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-    names.insert(std::move(name));
+    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, "parameters", /*schema_required=*/false));
+    names.insert(tool["function"]["name"].get<std::string>());
+    out.push_back(std::move(tool));
   }
   if (!out.empty()) chat["tools"] = std::move(out);
   return names;
@@ -301,10 +295,7 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
   }
   KV_ASSIGN_OR_RETURN(auto stream, top.optional_bool("stream"));
   c.stream = stream.value_or(false);
-  if (c.stream) {
-    c.chat["stream"] = true;
-    c.chat["stream_options"] = {{"include_usage", true}};
-  }
+  if (c.stream) stream_with_usage(c.chat);
   KV_ASSIGN_OR_RETURN(auto store, top.optional_bool("store"));
   c.store = store.value_or(true);
   KV_ASSIGN_OR_RETURN(c.previous_response_id, top.optional_string("previous_response_id"));

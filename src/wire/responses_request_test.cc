@@ -248,21 +248,13 @@ TEST(ResponsesRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
                                           {"type": "input_image", "image_url": "u"}]},
               {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
               {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "r"}]}]})");
-  const ClientJson values[] = {nullptr, true, 3, -1, 1.5, "s", ClientJson::array(), ClientJson::object(),
-                               ClientJson::array({1, "x"}), ClientJson{{"type", "message"}}};
-  size_t answers = 0;
-  for (const std::string& pointer : testing::all_pointers(valid)) {
-    for (const ClientJson& v : values) {
-      ClientJson f = valid;
-      f[ClientJson::json_pointer(pointer)] = v;
-      auto r = responses_to_chat(f, json::array());
-      if (!r.ok()) {
-        EXPECT_EQ(r.error().status, 400);
-      }
-      ++answers;
+  const size_t tried = testing::for_each_mutation(valid, [](const ClientJson& f) {
+    auto r = responses_to_chat(f, json::array());
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().status, 400);
     }
-  }
-  EXPECT_GT(answers, 100u);
+  });
+  EXPECT_GT(tried, 100u);
 }
 
 }  // namespace

@@ -22,6 +22,21 @@ std::vector<std::string> all_pointers(const ClientJson& value, const std::string
   return out;
 }
 
+size_t for_each_mutation(const ClientJson& valid, const std::function<void(const ClientJson&)>& convert) {
+  const ClientJson values[] = {nullptr, true, 3, -1, 1.5, "s", ClientJson::array(), ClientJson::object(),
+                               ClientJson::array({1, "x"}), ClientJson{{"type", "text"}}};
+  size_t tried = 0;
+  for (const std::string& pointer : all_pointers(valid)) {
+    for (const ClientJson& v : values) {
+      ClientJson changed = valid;
+      changed[ClientJson::json_pointer(pointer)] = v;
+      convert(changed);
+      ++tried;
+    }
+  }
+  return tried;
+}
+
 std::vector<Event> parse_events(const std::vector<std::string>& sse) {
   std::vector<Event> out;
   for (const std::string& s : sse) {

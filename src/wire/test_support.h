@@ -3,6 +3,7 @@
 // grammars that rebuild what a client would accumulate.
 #pragma once
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ namespace kvgate::wire::testing {
 
 // Every JSON pointer into `value`, containers included (not the root).
 std::vector<std::string> all_pointers(const ClientJson& value, const std::string& prefix = "");
+
+// Calls `convert` with `valid` changed at one place, for every place and each of a set of
+// values of every JSON type (null, booleans, numbers, strings, arrays, objects). Returns how
+// many variants were tried.
+size_t for_each_mutation(const ClientJson& valid, const std::function<void(const ClientJson&)>& convert);
 
 struct Event {
   std::string name;

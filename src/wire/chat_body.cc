@@ -1,0 +1,27 @@
+#include "wire/chat_body.h"
+
+namespace kvgate::wire {
+
+using nlohmann::json;
+
+json text_part(std::string text) { return {{"type", "text"}, {"text", std::move(text)}}; }
+
+json image_part(std::string url) { return {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}}; }
+
+WireResult<json> function_tool(const Fields& tool, std::string_view schema_key, bool schema_required) {
+  KV_ASSIGN_OR_RETURN(std::string name, tool.string("name"));
+  KV_ASSIGN_OR_RETURN(auto description, tool.optional_string("description"));
+  KV_ASSIGN_OR_RETURN(const ClientJson* schema, tool.optional_object(schema_key));
+  if (schema == nullptr && schema_required) return tool.error(schema_key, "required");
+  json fn = {{"name", std::move(name)}};
+  if (description) fn["description"] = std::move(*description);
+  fn["parameters"] = schema != nullptr ? json(*schema) : json{{"type", "object"}, {"properties", json::object()}};
+  return json{{"type", "function"}, {"function", std::move(fn)}};
+}
+
+void stream_with_usage(json& chat) {
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
+}
+
+}  // namespace kvgate::wire
