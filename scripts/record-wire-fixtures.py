@@ -11,11 +11,15 @@ way the gateway's end-to-end tests do:
   - a trailing assistant message is a prefill the engine continues; its text is parsed with
     the generated tokens, so a prefilled "<think>…</think>" becomes reasoning_content and a
     prefilled "<tool_call>…</tool_call>" a tool call;
-  - a logit bias on <|im_end|> ends the turn at once (finish "stop").
+  - a logit bias on <|im_end|> ends the turn at once (finish "stop");
+  - a grammar (without tools: the engine refuses grammars with tools) makes the model write
+    <think>…</think> and then text token by token, so reasoning streams in pieces.
 Every scenario is sent with a fixed seed to /v1/chat/completions twice (non-streamed, then
 streamed with stream_options.include_usage), and the same request in the engine's own
 Anthropic (/v1/messages) and Responses (/v1/responses) forms, whose answers are kept as a
-second reference for the shapes (kvgate's adapters do not use them).
+second reference for the shapes (kvgate's adapters do not use them). The engine's Anthropic
+conversion drops logit_bias and grammar, so its answers there are unsteered random text
+(or an error when that text does not parse): only their shape is of use.
 
 Usage:
   scripts/record-wire-fixtures.py --server ~/.cache/kvgate/engine/llama.cpp-80fb11a-x86_64/bin/llama-server \\
@@ -85,20 +89,22 @@ def scenarios(port):
     system = {"role": "system", "content": "You are terse."}
     ask = {"role": "user", "content": "Say a few words about rivers."}
     weather = {"role": "user", "content": "What is the weather in Paris, and what is in notes.txt?"}
+    # Reasoning written token by token: the grammar makes the model write <think>, words,
+    # </think>, words; the engine's parser splits them into reasoning_content and content.
+    thinking = ('root ::= "<think>\\n" w w w w w "\\n</think>\\n\\n" w w w w w w\n'
+                'w ::= " the" | " river" | " flows" | " to" | " sea" | " slowly" | " and"\n')
     return {
         "text_length": ("plain words until max_tokens cuts the reply (finish length)",
                         {"messages": [system, ask], "max_tokens": 12, "logit_bias": words}),
         "text_stop_word": ("plain words until a stop string ends the reply; verbose: true makes the "
                            "engine name it (__verbose.stopping_word)",
                            {"messages": [system, ask], "max_tokens": 40, "logit_bias": words,
-                            "stop": [" of", " and"], "verbose": True}),
+                            "stop": [" with", " sea"], "verbose": True}),
         "text_end_of_turn": ("a prefilled answer, then the end-of-turn token (finish stop)",
                              {"messages": [system, ask, {"role": "assistant", "content": "Rivers run to the sea."}],
                               "max_tokens": 8, "logit_bias": end}),
-        "reasoning_then_text": ("prefilled <think> reasoning, then generated words (thinking on)",
-                                {"messages": [system, ask, {"role": "assistant",
-                                                            "content": "<think>\nThe user wants rivers.\n</think>\n\n"}],
-                                 "max_tokens": 10, "logit_bias": words,
+        "reasoning_then_text": ("reasoning then text, written token by token under a grammar (thinking on)",
+                                {"messages": [system, ask], "max_tokens": 40, "grammar": thinking,
                                  "chat_template_kwargs": {"enable_thinking": True}}),
         "tool_calls": ("two prefilled tool calls after a sentence, then end of turn (finish tool_calls)",
                        {"messages": [system, weather, {"role": "assistant", "content":
@@ -107,10 +113,12 @@ def scenarios(port):
                            "{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\", \"limit\": 20}}\n"
                            "</tool_call>"}],
                         "tools": TOOLS, "max_tokens": 8, "logit_bias": end}),
-        "tool_call_generated": ("a tool call the model writes token by token under the engine's "
-                                "grammar (tool_choice required), words biased",
-                                {"messages": [system, weather], "tools": TOOLS, "tool_choice": "required",
-                                 "max_tokens": 96, "logit_bias": words}),
+        "tool_call_cut": ("a prefilled tool call the model continues word by word inside its arguments "
+                          "until max_tokens cuts it (finish length, arguments not valid JSON)",
+                          {"messages": [system, weather, {"role": "assistant", "content":
+                              "Reading.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": "
+                              "{\"path\": \"notes"}],
+                           "tools": TOOLS, "max_tokens": 6, "logit_bias": words}),
     }
 
 
@@ -133,10 +141,14 @@ def anthropic_body(chat):
 
 def responses_body(chat):
     """The same request in the Responses form (for the engine's own /v1/responses)."""
+    def item(m):
+        if m["role"] != "assistant":
+            return m
+        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"]}]}
     body = {"model": "m", "max_output_tokens": chat["max_tokens"],
             "instructions": next(m["content"] for m in chat["messages"] if m["role"] == "system"),
-            "input": [m for m in chat["messages"] if m["role"] != "system"]}
-    for key in ("logit_bias", "chat_template_kwargs", "stop", "tool_choice"):
+            "input": [item(m) for m in chat["messages"] if m["role"] != "system"]}
+    for key in ("logit_bias", "chat_template_kwargs", "stop", "tool_choice", "grammar"):
         if key in chat:
             body[key] = chat[key]
     if "tools" in chat:

@@ -79,6 +79,23 @@ TEST(AnthropicStreamTest, MessageDeltaGoesOutOnceFinishAndUsageAreSeen) {
   EXPECT_TRUE(s.finish().empty());
 }
 
+// Recorded from the pinned engine: a first chunk can carry timings (the figures so far);
+// only the usage chunk at the end is the reply's usage.
+TEST(AnthropicStreamTest, TimingsInTheMiddleAreNotTheUsage) {
+  MessagesStream s("m", "msg_t");
+  s.start();
+  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}],
+    "timings": {"cache_n": 23, "prompt_n": 1, "predicted_n": 1}})")).size(), 0u);
+  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "a b"}}]})")).size(), 2u);
+  // The finish reason alone does not end the message: the usage is still to come.
+  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})")).size(), 0u);
+  const auto events = testing::parse_events(s.on_chunk(json::parse(R"({"choices": [],
+    "usage": {"prompt_tokens": 24, "completion_tokens": 9}, "timings": {"cache_n": 23, "prompt_n": 1, "predicted_n": 9}})")));
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].data["usage"]["output_tokens"], 9);
+  EXPECT_EQ(events[1].data["usage"]["cache_read_input_tokens"], 23);
+}
+
 TEST(AnthropicStreamTest, FinishAloneGivesACompleteEmptyMessage) {
   MessagesStream s("m", "msg_3");
   const auto events = testing::parse_events(s.finish());

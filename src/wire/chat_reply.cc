@@ -41,23 +41,14 @@ std::optional<std::string> finish_of(const json& choice) {
 std::optional<ChatUsage> read_usage(const json& body) {
   if (!body.is_object()) return std::nullopt;
   const json* usage = object_at(body, "usage");
-  const json* timings = object_at(body, "timings");
-  if (usage == nullptr && timings == nullptr) return std::nullopt;
+  if (usage == nullptr) return std::nullopt;
   ChatUsage u;
-  if (usage != nullptr) {
-    u.prompt_tokens = count(*usage, "prompt_tokens");
-    u.completion_tokens = count(*usage, "completion_tokens");
-    if (const json* d = object_at(*usage, "prompt_tokens_details")) u.cached_tokens = count(*d, "cached_tokens");
-    if (const json* d = object_at(*usage, "completion_tokens_details")) {
-      u.reasoning_tokens = count(*d, "reasoning_tokens");
-    }
-  }
-  if (timings != nullptr) {
-    if (timings->contains("cache_n")) u.cached_tokens = count(*timings, "cache_n");
-    if (usage == nullptr) {
-      u.prompt_tokens = count(*timings, "prompt_n") + u.cached_tokens;
-      u.completion_tokens = count(*timings, "predicted_n");
-    }
+  u.prompt_tokens = count(*usage, "prompt_tokens");
+  u.completion_tokens = count(*usage, "completion_tokens");
+  if (const json* d = object_at(*usage, "prompt_tokens_details")) u.cached_tokens = count(*d, "cached_tokens");
+  if (const json* d = object_at(*usage, "completion_tokens_details")) u.reasoning_tokens = count(*d, "reasoning_tokens");
+  if (const json* timings = object_at(body, "timings"); timings != nullptr && timings->contains("cache_n")) {
+    u.cached_tokens = count(*timings, "cache_n");
   }
   if (u.cached_tokens > u.prompt_tokens) u.cached_tokens = u.prompt_tokens;
   return u;

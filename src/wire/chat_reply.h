@@ -34,7 +34,8 @@ struct ChatUsage {
   int64_t reasoning_tokens = 0;
 };
 
-// nullopt when the body carries neither usage nor timings.
+// nullopt when the body carries no usage object. Timings alone are not usage: llama-server
+// also puts them on a chunk in the middle of a stream (with the figures so far).
 std::optional<ChatUsage> read_usage(const nlohmann::json& body);
 
 struct ToolCall {

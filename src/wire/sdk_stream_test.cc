@@ -140,6 +140,70 @@ TEST_F(SdkStreamTest, OpenAiSdkAccumulatesTheNonStreamedResponse) {
   }
 }
 
+// The chunks the pinned engine streamed (tests/fixtures/wire), encoded and read by the SDKs.
+TEST_F(SdkStreamTest, RecordedEngineStreamsReadByTheSdks) {
+  const auto fixtures = testing::recorded_fixtures();
+  std::vector<std::string> names, messages, responses;
+  std::vector<ResponsesConversion> conversions;
+  for (const auto& [name, f] : fixtures) {
+    names.push_back(name);
+    MessagesStream m("m", "msg_" + name);
+    std::vector<std::string> a = {m.start()};
+    auto c = responses_to_chat(ClientJson(f["engine_responses"]["request"]), json::array());
+    ASSERT_TRUE(c.ok());
+    ResponsesStream r(*c, "resp_" + name, 1);
+    std::vector<std::string> b = r.start();
+    for (const json& chunk : f["chunks"]) {
+      for (std::string& e : m.on_chunk(chunk)) a.push_back(std::move(e));
+      for (std::string& e : r.on_chunk(chunk)) b.push_back(std::move(e));
+    }
+    for (std::string& e : m.finish()) a.push_back(std::move(e));
+    for (std::string& e : r.finish()) b.push_back(std::move(e));
+    messages.push_back(joined(a));
+    responses.push_back(joined(b));
+    conversions.push_back(std::move(*c));
+  }
+  const auto read_messages = sdk_read("anthropic", messages);
+  const auto read_responses = sdk_read("responses", responses);
+  ASSERT_EQ(read_messages.size(), names.size());
+  ASSERT_EQ(read_responses.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    const json& f = fixtures.at(names[i]);
+    ASSERT_FALSE(read_messages[i].contains("thrown")) << read_messages[i]["thrown"];
+    ASSERT_FALSE(read_responses[i].contains("thrown")) << read_responses[i]["thrown"];
+    // What the SDK accumulated from the engine's stream is what the engine answered whole
+    // (the second request found its prompt in the cache; tool-call ids are per request).
+    const ClientJson whole = chat_to_message(f["response"], "m");
+    const ClientJson& got = read_messages[i]["final"];
+    EXPECT_EQ(got["stop_reason"], whole["stop_reason"]);
+    EXPECT_EQ(got["stop_sequence"], whole["stop_sequence"]);
+    EXPECT_EQ(got["usage"]["output_tokens"], whole["usage"]["output_tokens"]);
+    ASSERT_EQ(got["content"].size(), whole["content"].size());
+    for (size_t k = 0; k < whole["content"].size(); ++k) {
+      const ClientJson& block = whole["content"][k];
+      EXPECT_EQ(got["content"][k]["type"], block["type"]);
+      const bool cut_call = block["type"] == "tool_use" && whole["stop_reason"] == "max_tokens";
+      for (const char* key : {"text", "thinking", "input", "name"}) {
+        if (block.contains(key) && !(cut_call && std::string_view(key) == "input")) {
+          EXPECT_EQ(got["content"][k][key], block[key]) << key;
+        }
+      }
+    }
+    const ClientJson want = chat_to_response(f["response"], conversions[i], "resp_" + names[i], 1);
+    const ClientJson& response = read_responses[i]["final"];
+    EXPECT_EQ(response["status"], want["status"]);
+    ASSERT_EQ(response["output"].size(), want["output"].size());
+    for (size_t k = 0; k < want["output"].size(); ++k) {
+      ClientJson a = response["output"][k];
+      ClientJson b = want["output"][k];
+      a.erase("call_id");
+      b.erase("call_id");
+      EXPECT_EQ(a, b);
+    }
+  }
+}
+
 TEST_F(SdkStreamTest, SdksSurfaceFailures) {
   auto conversion = responses_to_chat(ClientJson::parse(R"({"input": "q"})"), json::array());
   ASSERT_TRUE(conversion.ok());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,7 +36,8 @@ std::vector<Event> parse_events(const std::vector<std::string>& sse);
 // deltas of the block's own type only while it is open, each stopped once; one
 // message_delta after the last stop; message_stop last; pings anywhere) and rebuilds the
 // final message as a client accumulates it (tool_use input parsed from the concatenated
-// partial_json). Violations are gtest failures.
+// partial_json; when that is not JSON, which only a reply cut at max_tokens may leave, the
+// text itself). Violations are gtest failures.
 ClientJson accumulate_anthropic(const std::vector<Event>& events);
 
 // Checks the Responses event grammar (sequence numbers 0, 1, 2, …; created and in_progress
@@ -50,6 +52,10 @@ ClientJson accumulate_responses(const std::vector<Event>& events);
 // output position): when calls interleave, the stream presents them in the order their first
 // pieces arrive.
 ClientJson calls_in_id_order(ClientJson blocks);
+
+// The fixtures recorded from the pinned engine (tests/fixtures/wire/*.json, README there),
+// by scenario name.
+std::map<std::string, nlohmann::json> recorded_fixtures();
 
 // A reply to stream in random pieces: what the generated chunks carry.
 struct ReplySpec {
