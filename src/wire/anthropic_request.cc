@@ -239,26 +239,6 @@ WireResult<void> add_messages(const Fields& top, json& chat, ChatConversion& c) 
   return {};
 }
 
-WireResult<std::set<std::string>> add_tools(const Fields& top, json& chat, ChatConversion& c) {
-  std::set<std::string> names;
-  KV_ASSIGN_OR_RETURN(const ClientJson* tools, top.optional_array("tools"));
-  if (tools == nullptr) return names;
-  json out = json::array();
-  for (size_t i = 0; i < tools->size(); ++i) {
-    KV_ASSIGN_OR_RETURN(Fields t, Fields::of((*tools)[i], child_path("tools", i)));
-    KV_ASSIGN_OR_RETURN(auto type, t.optional_string("type"));
-    if (type && *type != "custom") {
-      c.ignored.push_back(t.path() + "=" + *type);
-      continue;
-    }
-    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, "input_schema", /*schema_required=*/true));
-    names.insert(tool["function"]["name"].get<std::string>());
-    out.push_back(std::move(tool));
-  }
-  if (!out.empty()) chat["tools"] = std::move(out);
-  return names;
-}
-
 WireResult<void> add_tool_choice(const Fields& top, const std::set<std::string>& tools, json& chat,
                                  ChatConversion& c) {
   KV_ASSIGN_OR_RETURN(const ClientJson* choice, top.optional_object("tool_choice"));
@@ -346,7 +326,9 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
     chat["model"] = *model;
   }
   KV_TRY(add_messages(top, chat, c));
-  KV_ASSIGN_OR_RETURN(auto tool_names, add_tools(top, chat, c));
+  const ToolShape shape = {.function_type = "custom", .type_required = false, .schema_key = "input_schema",
+                           .schema_required = true};
+  KV_ASSIGN_OR_RETURN(auto tool_names, add_function_tools(top, shape, chat, c.ignored));
   KV_TRY(add_tool_choice(top, tool_names, chat, c));
   KV_TRY(add_thinking(top, chat, c));
   if (purpose == Purpose::kMessages) {

@@ -11,21 +11,6 @@ namespace {
 using nlohmann::json;
 using testing::Event;
 
-std::vector<std::string> run(MessagesStream& s, const std::vector<json>& chunks) {
-  std::vector<std::string> out = {s.start()};
-  for (const json& c : chunks) {
-    for (std::string& e : s.on_chunk(c)) out.push_back(std::move(e));
-  }
-  for (std::string& e : s.finish()) out.push_back(std::move(e));
-  return out;
-}
-
-std::vector<std::string> names(const std::vector<Event>& events) {
-  std::vector<std::string> out;
-  for (const Event& e : events) out.push_back(e.name);
-  return out;
-}
-
 TEST(AnthropicStreamTest, EventsForATextAndToolReply) {
   MessagesStream s("claude-x", "msg_1");
   const std::vector<json> chunks = {
@@ -38,8 +23,8 @@ TEST(AnthropicStreamTest, EventsForATextAndToolReply) {
       json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})"),
       json::parse(R"({"id": "c", "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 7},
         "timings": {"cache_n": 40, "prompt_n": 10, "predicted_n": 7}})")};
-  const std::vector<Event> events = testing::parse_events(run(s, chunks));
-  EXPECT_EQ(names(events), (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
+  const std::vector<Event> events = testing::parse_events(testing::encode(s, chunks));
+  EXPECT_EQ(testing::event_names(events), (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
                                                      "content_block_stop", "content_block_start", "content_block_delta",
                                                      "content_block_delta", "content_block_stop", "message_delta",
                                                      "message_stop"}));
@@ -99,7 +84,7 @@ TEST(AnthropicStreamTest, TimingsInTheMiddleAreNotTheUsage) {
 TEST(AnthropicStreamTest, FinishAloneGivesACompleteEmptyMessage) {
   MessagesStream s("m", "msg_3");
   const auto events = testing::parse_events(s.finish());
-  EXPECT_EQ(names(events), (std::vector<std::string>{"message_start", "message_delta", "message_stop"}));
+  EXPECT_EQ(testing::event_names(events), (std::vector<std::string>{"message_start", "message_delta", "message_stop"}));
   const ClientJson message = testing::accumulate_anthropic(events);
   EXPECT_EQ(message["stop_reason"], "end_turn");
   EXPECT_EQ(message["usage"]["output_tokens"], 0);
@@ -127,7 +112,7 @@ TEST(AnthropicStreamTest, AccumulatesToTheNonStreamedMessage) {
     options.omit_finish = round % 7 == 0;
     options.omit_usage = round % 11 == 0;
     MessagesStream s("m", message_id(spec.id));
-    std::vector<std::string> sse = run(s, testing::chunks_for(spec, rng, options));
+    std::vector<std::string> sse = testing::encode(s, testing::chunks_for(spec, rng, options));
     if (round % 5 == 0) sse.insert(sse.begin() + static_cast<long>(sse.size() / 2), MessagesStream::ping());
     const ClientJson streamed = testing::accumulate_anthropic(testing::parse_events(sse));
     const ClientJson whole = chat_to_message(testing::chat_response(spec), "m");

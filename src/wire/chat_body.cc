@@ -19,6 +19,28 @@ WireResult<json> function_tool(const Fields& tool, std::string_view schema_key, 
   return json{{"type", "function"}, {"function", std::move(fn)}};
 }
 
+WireResult<std::set<std::string>> add_function_tools(const Fields& request, const ToolShape& shape, json& chat,
+                                                     std::vector<std::string>& ignored) {
+  std::set<std::string> names;
+  KV_ASSIGN_OR_RETURN(const ClientJson* tools, request.optional_array("tools"));
+  if (tools == nullptr) return names;
+  json out = json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    KV_ASSIGN_OR_RETURN(Fields t, Fields::of((*tools)[i], child_path("tools", i)));
+    KV_ASSIGN_OR_RETURN(auto type, t.optional_string("type"));
+    if (!type && shape.type_required) return t.error("type", "required");
+    if (type && *type != shape.function_type) {
+      ignored.push_back(t.path() + "=" + *type);
+      continue;
+    }
+    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, shape.schema_key, shape.schema_required));
+    names.insert(tool["function"]["name"].get<std::string>());
+    out.push_back(std::move(tool));
+  }
+  if (!out.empty()) chat["tools"] = std::move(out);
+  return names;
+}
+
 void stream_with_usage(json& chat) {
   chat["stream"] = true;
   chat["stream_options"] = {{"include_usage", true}};

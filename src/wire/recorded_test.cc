@@ -35,14 +35,13 @@ class RecordedTest : public ::testing::Test {
 };
 std::map<std::string, json>* RecordedTest::fixtures_ = nullptr;
 
-ClientJson streamed_message(const json& chunks) {
+std::vector<std::string> encoded_message(const json& chunks) {
   MessagesStream s("m", "msg_s");
-  std::vector<std::string> out = {s.start()};
-  for (const json& c : chunks) {
-    for (std::string& e : s.on_chunk(c)) out.push_back(std::move(e));
-  }
-  for (std::string& e : s.finish()) out.push_back(std::move(e));
-  return testing::accumulate_anthropic(testing::parse_events(out));
+  return testing::encode(s, chunks);
+}
+
+ClientJson streamed_message(const json& chunks) {
+  return testing::accumulate_anthropic(testing::parse_events(encoded_message(chunks)));
 }
 
 ResponsesConversion conversion_for(const json& fixture) {
@@ -53,12 +52,7 @@ ResponsesConversion conversion_for(const json& fixture) {
 
 ClientJson streamed_response(const json& chunks, const ResponsesConversion& c) {
   ResponsesStream s(c, "resp_s", 1);
-  std::vector<std::string> out = s.start();
-  for (const json& chunk : chunks) {
-    for (std::string& e : s.on_chunk(chunk)) out.push_back(std::move(e));
-  }
-  for (std::string& e : s.finish()) out.push_back(std::move(e));
-  return testing::accumulate_responses(testing::parse_events(out));
+  return testing::accumulate_responses(testing::parse_events(testing::encode(s, chunks)));
 }
 
 TEST_F(RecordedTest, StreamedMessagesAccumulateToTheNonStreamedOnes) {
@@ -171,13 +165,9 @@ TEST_F(RecordedTest, AnthropicShapesCoverTheEnginesOwn) {
     std::set<std::string> their_events;
     for (const json& e : native["events"]) their_events.insert(e["event"].get<std::string>());
     std::set<std::string> our_events;
-    MessagesStream s("m", "msg_s");
-    std::vector<std::string> out = {s.start()};
-    for (const json& c : f["chunks"]) {
-      for (std::string& e : s.on_chunk(c)) out.push_back(std::move(e));
+    for (const std::string& event : testing::event_names(testing::parse_events(encoded_message(f["chunks"])))) {
+      our_events.insert(event);
     }
-    for (std::string& e : s.finish()) out.push_back(std::move(e));
-    for (const testing::Event& e : testing::parse_events(out)) our_events.insert(e.name);
     EXPECT_EQ(our_events, their_events);
   }
 }

@@ -150,26 +150,6 @@ class ItemReader {
   json pending_images_ = json::array();
 };
 
-WireResult<std::set<std::string>> add_tools(const Fields& top, json& chat, std::vector<std::string>& ignored) {
-  std::set<std::string> names;
-  KV_ASSIGN_OR_RETURN(const ClientJson* tools, top.optional_array("tools"));
-  if (tools == nullptr) return names;
-  json out = json::array();
-  for (size_t i = 0; i < tools->size(); ++i) {
-    KV_ASSIGN_OR_RETURN(Fields t, Fields::of((*tools)[i], child_path("tools", i)));
-    KV_ASSIGN_OR_RETURN(std::string type, t.string("type"));
-    if (type != "function") {
-      ignored.push_back(t.path() + "=" + type);
-      continue;
-    }
-    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, "parameters", /*schema_required=*/false));
-    names.insert(tool["function"]["name"].get<std::string>());
-    out.push_back(std::move(tool));
-  }
-  if (!out.empty()) chat["tools"] = std::move(out);
-  return names;
-}
-
 WireResult<void> add_tool_choice(const Fields& top, const std::set<std::string>& tools, json& chat,
                                  std::vector<std::string>& ignored) {
   const ClientJson* choice = top.find("tool_choice");
@@ -303,7 +283,9 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
   if (cache_key && !cache_key->empty()) c.session_key = *cache_key;
   KV_ASSIGN_OR_RETURN(const ClientJson* metadata, top.optional_object("metadata"));
   (void)metadata;  // echoed only
-  KV_ASSIGN_OR_RETURN(auto tools, add_tools(top, c.chat, c.ignored));
+  const ToolShape shape = {.function_type = "function", .type_required = true, .schema_key = "parameters",
+                           .schema_required = false};
+  KV_ASSIGN_OR_RETURN(auto tools, add_function_tools(top, shape, c.chat, c.ignored));
   KV_TRY(add_tool_choice(top, tools, c.chat, c.ignored));
   KV_TRY(add_sampling(top, c.chat));
   KV_TRY(add_text_format(top, c.chat, c.ignored));

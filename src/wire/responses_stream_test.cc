@@ -17,21 +17,6 @@ ResponsesConversion conversion() {
   return c.ok() ? std::move(c).value() : ResponsesConversion{};
 }
 
-std::vector<std::string> run(ResponsesStream& s, const std::vector<json>& chunks) {
-  std::vector<std::string> out = s.start();
-  for (const json& c : chunks) {
-    for (std::string& e : s.on_chunk(c)) out.push_back(std::move(e));
-  }
-  for (std::string& e : s.finish()) out.push_back(std::move(e));
-  return out;
-}
-
-std::vector<std::string> names(const std::vector<Event>& events) {
-  std::vector<std::string> out;
-  for (const Event& e : events) out.push_back(e.name);
-  return out;
-}
-
 TEST(ResponsesStreamTest, EventsForAReasoningTextAndCallReply) {
   ResponsesStream s(conversion(), "resp_7", 1000);
   const std::vector<json> chunks = {
@@ -41,8 +26,8 @@ TEST(ResponsesStreamTest, EventsForAReasoningTextAndCallReply) {
         "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}}]})"),
       json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 9, "completion_tokens": 4}, "timings": {"cache_n": 5, "prompt_n": 4}})")};
-  const std::vector<Event> events = testing::parse_events(run(s, chunks));
-  EXPECT_EQ(names(events),
+  const std::vector<Event> events = testing::parse_events(testing::encode(s, chunks));
+  EXPECT_EQ(testing::event_names(events),
             (std::vector<std::string>{
                 "response.created", "response.in_progress", "response.output_item.added",
                 "response.content_part.added", "response.reasoning_text.delta", "response.reasoning_text.done",
@@ -67,7 +52,7 @@ TEST(ResponsesStreamTest, EventsForAReasoningTextAndCallReply) {
 
 TEST(ResponsesStreamTest, LengthEndsIncomplete) {
   ResponsesStream s(conversion(), "resp_8", 1);
-  const auto events = testing::parse_events(run(s, {json::parse(R"({"choices": [{"index": 0,
+  const auto events = testing::parse_events(testing::encode(s, {json::parse(R"({"choices": [{"index": 0,
     "delta": {"content": "abc"}}]})"), json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})")}));
   const ClientJson r = testing::accumulate_responses(events);
   EXPECT_EQ(events.back().name, "response.incomplete");
@@ -92,7 +77,7 @@ TEST(ResponsesStreamTest, FailedEndsTheStream) {
   EXPECT_EQ(r["error"], ClientJson::parse(R"({"code": "server_error", "message": "engine lost"})"));
   ResponsesStream limited(conversion(), "resp_10", 1);
   const auto rate = testing::parse_events(limited.failed(WireError{.status = 429, .type = "", .message = "m", .param = ""}));
-  EXPECT_EQ(names(rate), (std::vector<std::string>{"response.created", "response.in_progress", "response.failed"}));
+  EXPECT_EQ(testing::event_names(rate), (std::vector<std::string>{"response.created", "response.in_progress", "response.failed"}));
   EXPECT_EQ(rate.back().data["response"]["error"]["code"], "rate_limit_exceeded");
 }
 
@@ -109,7 +94,7 @@ TEST(ResponsesStreamTest, AccumulatesToTheNonStreamedResponse) {
     options.omit_usage = round % 11 == 0;
     ResponsesStream s(c, "resp_r", 77);
     ClientJson streamed =
-        testing::accumulate_responses(testing::parse_events(run(s, testing::chunks_for(spec, rng, options))));
+        testing::accumulate_responses(testing::parse_events(testing::encode(s, testing::chunks_for(spec, rng, options))));
     ClientJson whole = chat_to_response(testing::chat_response(spec), c, "resp_r", 77);
     if (options.interleave_calls) {
       streamed["output"] = testing::calls_in_id_order(streamed["output"]);

@@ -89,11 +89,8 @@ TEST_F(SdkStreamTest, AnthropicSdkAccumulatesTheNonStreamedMessage) {
     options.noise = i % 2 == 0;
     options.usage_in_finish = i % 3 == 0;
     MessagesStream s("claude-test", message_id(specs[i].id));
-    std::vector<std::string> events = {s.start(), MessagesStream::ping()};
-    for (const json& chunk : testing::chunks_for(specs[i], rng, options)) {
-      for (std::string& e : s.on_chunk(chunk)) events.push_back(std::move(e));
-    }
-    for (std::string& e : s.finish()) events.push_back(std::move(e));
+    std::vector<std::string> events = testing::encode(s, testing::chunks_for(specs[i], rng, options));
+    events.insert(events.begin() + 1, MessagesStream::ping());
     streams.push_back(joined(events));
   }
   const auto results = sdk_read("anthropic", streams);
@@ -120,12 +117,7 @@ TEST_F(SdkStreamTest, OpenAiSdkAccumulatesTheNonStreamedResponse) {
     options.noise = i % 2 == 1;
     options.usage_in_finish = i % 3 == 1;
     ResponsesStream s(*conversion, "resp_" + std::to_string(i), 1750000000);
-    std::vector<std::string> events = s.start();
-    for (const json& chunk : testing::chunks_for(specs[i], rng, options)) {
-      for (std::string& e : s.on_chunk(chunk)) events.push_back(std::move(e));
-    }
-    for (std::string& e : s.finish()) events.push_back(std::move(e));
-    streams.push_back(joined(events));
+    streams.push_back(joined(testing::encode(s, testing::chunks_for(specs[i], rng, options))));
   }
   const auto results = sdk_read("responses", streams);
   ASSERT_EQ(results.size(), specs.size());
@@ -148,19 +140,11 @@ TEST_F(SdkStreamTest, RecordedEngineStreamsReadByTheSdks) {
   for (const auto& [name, f] : fixtures) {
     names.push_back(name);
     MessagesStream m("m", "msg_" + name);
-    std::vector<std::string> a = {m.start()};
+    messages.push_back(joined(testing::encode(m, f["chunks"])));
     auto c = responses_to_chat(ClientJson(f["engine_responses"]["request"]), json::array());
     ASSERT_TRUE(c.ok());
     ResponsesStream r(*c, "resp_" + name, 1);
-    std::vector<std::string> b = r.start();
-    for (const json& chunk : f["chunks"]) {
-      for (std::string& e : m.on_chunk(chunk)) a.push_back(std::move(e));
-      for (std::string& e : r.on_chunk(chunk)) b.push_back(std::move(e));
-    }
-    for (std::string& e : m.finish()) a.push_back(std::move(e));
-    for (std::string& e : r.finish()) b.push_back(std::move(e));
-    messages.push_back(joined(a));
-    responses.push_back(joined(b));
+    responses.push_back(joined(testing::encode(r, f["chunks"])));
     conversions.push_back(std::move(*c));
   }
   const auto read_messages = sdk_read("anthropic", messages);

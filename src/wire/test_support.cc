@@ -54,6 +54,12 @@ std::vector<Event> parse_events(const std::vector<std::string>& sse) {
   return out;
 }
 
+std::vector<std::string> event_names(const std::vector<Event>& events) {
+  std::vector<std::string> out;
+  for (const Event& e : events) out.push_back(e.name);
+  return out;
+}
+
 namespace {
 
 struct AnthropicState {

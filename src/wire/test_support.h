@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,10 +25,28 @@ std::vector<std::string> all_pointers(const ClientJson& value, const std::string
 // many variants were tried.
 size_t for_each_mutation(const ClientJson& valid, const std::function<void(const ClientJson&)>& convert);
 
+// Everything `stream` (MessagesStream or ResponsesStream) writes for `chunks`: start, each
+// chunk, finish.
+template <typename Stream>
+std::vector<std::string> encode(Stream& stream, const std::vector<nlohmann::json>& chunks) {
+  std::vector<std::string> out;
+  if constexpr (std::is_same_v<decltype(stream.start()), std::string>) {
+    out.push_back(stream.start());
+  } else {
+    out = stream.start();
+  }
+  for (const nlohmann::json& c : chunks) {
+    for (std::string& e : stream.on_chunk(c)) out.push_back(std::move(e));
+  }
+  for (std::string& e : stream.finish()) out.push_back(std::move(e));
+  return out;
+}
+
 struct Event {
   std::string name;
   ClientJson data;
 };
+std::vector<std::string> event_names(const std::vector<Event>& events);
 // Splits "event: NAME\ndata: JSON\n\n" strings; a string that is not exactly one such event
 // is a test failure (reported through gtest) and skipped.
 std::vector<Event> parse_events(const std::vector<std::string>& sse);
