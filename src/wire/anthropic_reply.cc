@@ -12,7 +12,8 @@ ClientJson tool_input(const std::string& arguments) {
 
 std::string message_id(std::string_view chat_id) { return "msg_" + id_stem(chat_id); }
 
-std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word) {
+std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls,
+                                  std::string_view stop_word) {
   if (finish_reason == "length") return "max_tokens";
   if (has_tool_calls) return "tool_use";
   if (finish_reason == "content_filter") return "refusal";
@@ -20,7 +21,8 @@ std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_
   return "end_turn";
 }
 
-ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word) {
+ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls,
+                                   std::string_view stop_word) {
   if (anthropic_stop_reason(finish_reason, has_tool_calls, stop_word) != "stop_sequence") return nullptr;
   return std::string(stop_word);
 }
@@ -40,16 +42,19 @@ ClientJson chat_to_message(const json& chat_response, const std::string& model) 
   }
   if (!reply.text.empty()) content.push_back({{"type", "text"}, {"text", reply.text}});
   for (const ToolCall& call : reply.tool_calls) {
-    content.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
+    content.push_back(
+        {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call.arguments)}});
   }
-  return {{"id", message_id(reply.id)},
-          {"type", "message"},
-          {"role", "assistant"},
-          {"model", model},
-          {"content", std::move(content)},
-          {"stop_reason", anthropic_stop_reason(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
-          {"stop_sequence", anthropic_stop_sequence(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
-          {"usage", anthropic_usage(reply.usage.value_or(ChatUsage{}))}};
+  return {
+      {"id", message_id(reply.id)},
+      {"type", "message"},
+      {"role", "assistant"},
+      {"model", model},
+      {"content", std::move(content)},
+      {"stop_reason", anthropic_stop_reason(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
+      {"stop_sequence",
+       anthropic_stop_sequence(reply.finish_reason, !reply.tool_calls.empty(), reply.stop_word)},
+      {"usage", anthropic_usage(reply.usage.value_or(ChatUsage{}))}};
 }
 
 ClientJson anthropic_error_body(const WireError& error) {
@@ -61,19 +66,35 @@ WireError anthropic_error(int status, std::string message) {
   e.message = std::move(message);
   e.status = status;
   switch (status) {
-    case 400: e.type = "invalid_request_error"; break;
-    case 401: e.type = "authentication_error"; break;
-    case 403: e.type = "permission_error"; break;
-    case 404: e.type = "not_found_error"; break;
-    case 413: e.type = "request_too_large"; break;
-    case 429: e.type = "rate_limit_error"; break;
+    case 400:
+      e.type = "invalid_request_error";
+      break;
+    case 401:
+      e.type = "authentication_error";
+      break;
+    case 403:
+      e.type = "permission_error";
+      break;
+    case 404:
+      e.type = "not_found_error";
+      break;
+    case 413:
+      e.type = "request_too_large";
+      break;
+    case 429:
+      e.type = "rate_limit_error";
+      break;
     case 503:
     case 529:
       e.status = 529;
       e.type = "overloaded_error";
       break;
-    case 504: e.type = "timeout_error"; break;
-    default: e.type = status >= 400 && status < 500 ? "invalid_request_error" : "api_error"; break;
+    case 504:
+      e.type = "timeout_error";
+      break;
+    default:
+      e.type = status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
+      break;
   }
   if (e.status < 400 || e.status > 599) e.status = 500;
   return e;

@@ -41,9 +41,11 @@ std::string message_id(std::string_view chat_id);
 
 // Anthropic's stop_reason for a chat finish reason (`stop_word`: the stop string that ended
 // the reply, "" when none or not known).
-std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word);
+std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls,
+                                  std::string_view stop_word);
 // The stop_sequence field: the stop word when stop_reason is stop_sequence, else null.
-ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls, std::string_view stop_word);
+ClientJson anthropic_stop_sequence(std::string_view finish_reason, bool has_tool_calls,
+                                   std::string_view stop_word);
 
 // {input_tokens, cache_creation_input_tokens, cache_read_input_tokens, output_tokens}
 ClientJson anthropic_usage(const ChatUsage& usage);

@@ -54,12 +54,14 @@ TEST(AnthropicReplyTest, StopReasons) {
 TEST(AnthropicReplyTest, AStopWordTheEngineReportsIsTheStopSequence) {
   const ClientJson m = chat_to_message(json::parse(R"({"id": "chatcmpl-s", "choices": [{"index": 0,
     "finish_reason": "stop", "message": {"role": "assistant", "content": "one two"}}],
-    "__verbose": {"stop_type": "word", "stopping_word": "three", "content": "one two"}})"), "m");
+    "__verbose": {"stop_type": "word", "stopping_word": "three", "content": "one two"}})"),
+                                       "m");
   EXPECT_EQ(m["stop_reason"], "stop_sequence");
   EXPECT_EQ(m["stop_sequence"], "three");
   const ClientJson eos = chat_to_message(json::parse(R"({"id": "chatcmpl-s", "choices": [{"index": 0,
     "finish_reason": "stop", "message": {"role": "assistant", "content": "one"}}],
-    "__verbose": {"stop_type": "eos", "stopping_word": ""}})"), "m");
+    "__verbose": {"stop_type": "eos", "stopping_word": ""}})"),
+                                         "m");
   EXPECT_EQ(eos["stop_reason"], "end_turn");
   EXPECT_EQ(eos["stop_sequence"], nullptr);
 }
@@ -74,7 +76,8 @@ TEST(AnthropicReplyTest, ArgumentsThatAreNotAnObjectGiveAnEmptyInput) {
 
 TEST(AnthropicReplyTest, EmptyAndOddRepliesStillGiveAMessage) {
   const ClientJson empty = chat_to_message(json::parse(R"({"id": "chatcmpl-e", "choices": [{"index": 0,
-    "finish_reason": "length", "message": {"role": "assistant", "content": ""}}]})"), "m");
+    "finish_reason": "length", "message": {"role": "assistant", "content": ""}}]})"),
+                                           "m");
   EXPECT_EQ(empty["content"], ClientJson::array());
   EXPECT_EQ(empty["stop_reason"], "max_tokens");
   EXPECT_EQ(empty["usage"]["input_tokens"], 0);
@@ -89,21 +92,24 @@ TEST(AnthropicReplyTest, EmptyAndOddRepliesStillGiveAMessage) {
 TEST(AnthropicReplyTest, MessageRoundTripsAsHistory) {
   const json reply = json::parse(kReply);
   const ClientJson message = chat_to_message(reply, "m");
-  ClientJson request = {{"max_tokens", 10},
-                        {"messages",
-                         {{{"role", "user"}, {"content", "read it"}},
-                          {{"role", "assistant"}, {"content", message["content"]}},
-                          {{"role", "user"},
-                           {"content",
-                            {{{"type", "tool_result"}, {"tool_use_id", message["content"][2]["id"]}, {"content", "x"}},
-                             {{"type", "tool_result"}, {"tool_use_id", message["content"][3]["id"]}, {"content", "y"}}}}}}}};
+  ClientJson request = {
+      {"max_tokens", 10},
+      {"messages",
+       {{{"role", "user"}, {"content", "read it"}},
+        {{"role", "assistant"}, {"content", message["content"]}},
+        {{"role", "user"},
+         {"content",
+          {{{"type", "tool_result"}, {"tool_use_id", message["content"][2]["id"]}, {"content", "x"}},
+           {{"type", "tool_result"}, {"tool_use_id", message["content"][3]["id"]}, {"content", "y"}}}}}}}};
   auto c = messages_to_chat(request);
   ASSERT_TRUE(c.ok()) << c.error().message;
   json expected = reply["choices"][0]["message"];
   expected.erase("reasoning_content");  // historical reasoning is dropped
   EXPECT_EQ(c->chat["messages"][1], expected);
-  EXPECT_EQ(c->chat["messages"][2], json::parse(R"({"role": "tool", "tool_call_id": "call_1", "content": "x"})"));
-  EXPECT_EQ(c->chat["messages"][3], json::parse(R"({"role": "tool", "tool_call_id": "call_2", "content": "y"})"));
+  EXPECT_EQ(c->chat["messages"][2],
+            json::parse(R"({"role": "tool", "tool_call_id": "call_1", "content": "x"})"));
+  EXPECT_EQ(c->chat["messages"][3],
+            json::parse(R"({"role": "tool", "tool_call_id": "call_2", "content": "y"})"));
 }
 
 TEST(AnthropicReplyTest, ErrorsByStatus) {
@@ -112,12 +118,18 @@ TEST(AnthropicReplyTest, ErrorsByStatus) {
     int answered;
     const char* type;
   };
-  const Case cases[] = {{400, 400, "invalid_request_error"}, {401, 401, "authentication_error"},
-                        {403, 403, "permission_error"},      {404, 404, "not_found_error"},
-                        {405, 405, "invalid_request_error"}, {413, 413, "request_too_large"},
-                        {429, 429, "rate_limit_error"},      {500, 500, "api_error"},
-                        {502, 502, "api_error"},             {503, 529, "overloaded_error"},
-                        {504, 504, "timeout_error"},         {200, 500, "api_error"}};
+  const Case cases[] = {{400, 400, "invalid_request_error"},
+                        {401, 401, "authentication_error"},
+                        {403, 403, "permission_error"},
+                        {404, 404, "not_found_error"},
+                        {405, 405, "invalid_request_error"},
+                        {413, 413, "request_too_large"},
+                        {429, 429, "rate_limit_error"},
+                        {500, 500, "api_error"},
+                        {502, 502, "api_error"},
+                        {503, 529, "overloaded_error"},
+                        {504, 504, "timeout_error"},
+                        {200, 500, "api_error"}};
   for (const Case& c : cases) {
     const WireError e = anthropic_error(c.status, "boom");
     EXPECT_EQ(e.status, c.answered) << c.status;
@@ -125,9 +137,11 @@ TEST(AnthropicReplyTest, ErrorsByStatus) {
     EXPECT_EQ(e.message, "boom");
   }
   EXPECT_EQ(anthropic_error_body(anthropic_error(429, "slow down")),
-            ClientJson::parse(R"({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})"));
+            ClientJson::parse(
+                R"({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})"));
   const WireError relayed = anthropic_error_from_openai(
-      400, json::parse(R"({"error": {"message": "the request exceeds the context", "type": "invalid_request_error",
+      400,
+      json::parse(R"({"error": {"message": "the request exceeds the context", "type": "invalid_request_error",
                                      "code": "context_length_exceeded"}})"));
   EXPECT_EQ(relayed.message, "the request exceeds the context");
   EXPECT_EQ(relayed.type, "invalid_request_error");

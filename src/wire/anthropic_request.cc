@@ -93,7 +93,8 @@ WireResult<void> add_tool_result(const Fields& block, UserTurn& turn, ChatConver
   KV_ASSIGN_OR_RETURN(auto is_error, block.optional_bool("is_error"));
   KV_ASSIGN_OR_RETURN(std::string text, tool_result_text(block, turn, c));
   if (is_error.value_or(false)) text = text.empty() ? "Error" : "Error: " + text;
-  turn.tool_messages.push_back({{"role", "tool"}, {"tool_call_id", std::move(id)}, {"content", std::move(text)}});
+  turn.tool_messages.push_back(
+      {{"role", "tool"}, {"tool_call_id", std::move(id)}, {"content", std::move(text)}});
   return {};
 }
 
@@ -143,7 +144,8 @@ WireResult<json> tool_call(const Fields& block) {
               {"function", {{"name", std::move(name)}, {"arguments", arguments}}}};
 }
 
-WireResult<void> add_assistant(const ClientJson& content, const std::string& path, json& out, ChatConversion& c) {
+WireResult<void> add_assistant(const ClientJson& content, const std::string& path, json& out,
+                               ChatConversion& c) {
   std::vector<std::string> texts;
   json calls = json::array();
   for (size_t i = 0; i < content.size(); ++i) {
@@ -187,7 +189,8 @@ std::string without_billing_stamp(std::string text) {
 WireResult<std::string> system_text(const ClientJson& value, const std::string& path) {
   if (value.is_string()) return without_billing_stamp(value.get<std::string>());
   if (!value.is_array()) {
-    return invalid_request(path, "expected a string or an array of text blocks, got " + std::string(json_kind(value)));
+    return invalid_request(
+        path, "expected a string or an array of text blocks, got " + std::string(json_kind(value)));
   }
   std::vector<std::string> texts;
   for (size_t i = 0; i < value.size(); ++i) {
@@ -218,7 +221,8 @@ WireResult<void> add_message(const ClientJson& value, const std::string& path, j
     return {};
   }
   if (!content->is_array()) {
-    return m.error("content", "expected a string or an array of content blocks, got " + std::string(json_kind(*content)));
+    return m.error("content", "expected a string or an array of content blocks, got " +
+                                  std::string(json_kind(*content)));
   }
   if (role == "user") return add_user(*content, m.path_of("content"), out, c);
   return add_assistant(*content, m.path_of("content"), out, c);
@@ -277,7 +281,8 @@ WireResult<void> add_sampling(const Fields& top, Purpose purpose, json& chat) {
   if (stops != nullptr && !stops->empty()) {
     json stop = json::array();
     for (size_t i = 0; i < stops->size(); ++i) {
-      if (!(*stops)[i].is_string()) return invalid_request(child_path("stop_sequences", i), "expected a string");
+      if (!(*stops)[i].is_string())
+        return invalid_request(child_path("stop_sequences", i), "expected a string");
       stop.push_back((*stops)[i].get<std::string>());
     }
     chat["stop"] = std::move(stop);
@@ -326,7 +331,9 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
     chat["model"] = *model;
   }
   KV_TRY(add_messages(top, chat, c));
-  const ToolShape shape = {.function_type = "custom", .type_required = false, .schema_key = "input_schema",
+  const ToolShape shape = {.function_type = "custom",
+                           .type_required = false,
+                           .schema_key = "input_schema",
                            .schema_required = true};
   KV_ASSIGN_OR_RETURN(auto tool_names, add_function_tools(top, shape, chat, c.ignored));
   KV_TRY(add_tool_choice(top, tool_names, chat, c));
@@ -348,7 +355,9 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
 
 }  // namespace
 
-WireResult<ChatConversion> messages_to_chat(const ClientJson& request) { return convert(request, Purpose::kMessages); }
+WireResult<ChatConversion> messages_to_chat(const ClientJson& request) {
+  return convert(request, Purpose::kMessages);
+}
 
 WireResult<json> count_tokens_to_chat(const ClientJson& request) {
   KV_ASSIGN_OR_RETURN(ChatConversion c, convert(request, Purpose::kCountTokens));

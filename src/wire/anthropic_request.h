@@ -30,11 +30,14 @@
 //   the cch= stamp of Claude Code's billing header line at the start of the system prompt,
 //   new in every request, is masked so requests share their cached prefix
 //   metadata.user_id                              → session_key
+//   role "system" messages                        → system messages where they stand
 // Not supported: server tools (web_search_…, code_execution_…, bash_…, text_editor_…),
 // dropped and listed in `ignored`, as is every top-level field not above (cache_control,
 // context_management, output_config, service_tier, ...) and every content block of an
-// unknown type. Documents other than text, image file ids and tool_use in a user turn are
-// 400s. Errors are 400 invalid_request_error with the field's path.
+// unknown type. Documents other than text, image file ids, tool_use in a user turn and
+// tool_result in an assistant turn are 400s. Errors are 400 invalid_request_error with the
+// field's path. The request may be a plain nlohmann::json too (it converts), but then its
+// keys are sorted before they arrive here.
 #pragma once
 
 #include <cstdint>

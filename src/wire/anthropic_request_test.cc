@@ -45,17 +45,21 @@ TEST(AnthropicRequestTest, SystemBlocksAreJoinedAndCacheControlIgnored) {
 TEST(AnthropicRequestTest, TheBillingStampOfClaudeCodeIsMasked) {
   auto stamped = [](const char* cch) {
     return convert_ok(std::string(R"({"max_tokens": 8, "system": [{"type": "text",
-      "text": "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=)") + cch + R"(;"},
+      "text": "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=)") +
+                      cch + R"(;"},
       {"type": "text", "text": "You are Claude Code."}], "messages": [{"role": "user", "content": "q"}]})")
         .chat["messages"][0]["content"]
         .get<std::string>();
   };
   EXPECT_EQ(stamped("a5145"), stamped("0be91"));
   EXPECT_EQ(stamped("a5145"),
-            "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=00000;\n\nYou are Claude Code.");
+            "x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=00000;\n\nYou are "
+            "Claude Code.");
   // Only that header line is touched.
   EXPECT_EQ(convert_ok(R"({"max_tokens": 8, "system": "Note: cch=a5145; stays",
-    "messages": [{"role": "user", "content": "q"}]})").chat["messages"][0]["content"], "Note: cch=a5145; stays");
+    "messages": [{"role": "user", "content": "q"}]})")
+                .chat["messages"][0]["content"],
+            "Note: cch=a5145; stays");
 }
 
 TEST(AnthropicRequestTest, SystemStringAndSystemRoleMessages) {
@@ -136,7 +140,8 @@ TEST(AnthropicRequestTest, DocumentsWithTextSourceAreText) {
     {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "the doc"}},
     {"type": "text", "text": "Summarise."}]}]})");
   EXPECT_EQ(c.chat["messages"][0]["content"], "the doc\n\nSummarise.");
-  auto e = convert_error(R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
+  auto e = convert_error(
+      R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
     {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}}]}]})");
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.type, "invalid_request_error");
@@ -144,7 +149,8 @@ TEST(AnthropicRequestTest, DocumentsWithTextSourceAreText) {
 }
 
 TEST(AnthropicRequestTest, UnknownBlocksAndFieldsAreListedNotFatal) {
-  auto c = convert_ok(R"({"max_tokens": 8, "context_management": {"edits": []}, "output_config": {"effort": "low"},
+  auto c =
+      convert_ok(R"({"max_tokens": 8, "context_management": {"edits": []}, "output_config": {"effort": "low"},
     "service_tier": "auto", "cache_control": {"type": "ephemeral"},
     "messages": [{"role": "user", "content": [{"type": "search_result", "source": "s", "title": "t", "content": []},
                                               {"type": "text", "text": "q"}]}]})");
@@ -197,16 +203,22 @@ TEST(AnthropicRequestTest, SamplingFields) {
   EXPECT_DOUBLE_EQ(c.chat["temperature"].get<double>(), 0.2);
   EXPECT_DOUBLE_EQ(c.chat["top_p"].get<double>(), 0.9);
   EXPECT_EQ(c.chat["top_k"], 20);
-  EXPECT_FALSE(convert_ok(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "q"}]})").chat.contains("verbose"));
+  EXPECT_FALSE(convert_ok(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "q"}]})")
+                   .chat.contains("verbose"));
   EXPECT_EQ(convert_error(R"({"messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
-  EXPECT_EQ(convert_error(R"({"max_tokens": 0, "messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
-  EXPECT_EQ(convert_error(R"({"max_tokens": 1.5, "messages": [{"role": "user", "content": "q"}]})").param, "max_tokens");
-  EXPECT_EQ(convert_error(R"({"max_tokens": 5, "temperature": "hot", "messages": [{"role": "user", "content": "q"}]})")
+  EXPECT_EQ(convert_error(R"({"max_tokens": 0, "messages": [{"role": "user", "content": "q"}]})").param,
+            "max_tokens");
+  EXPECT_EQ(convert_error(R"({"max_tokens": 1.5, "messages": [{"role": "user", "content": "q"}]})").param,
+            "max_tokens");
+  EXPECT_EQ(convert_error(
+                R"({"max_tokens": 5, "temperature": "hot", "messages": [{"role": "user", "content": "q"}]})")
                 .param,
             "temperature");
-  EXPECT_EQ(convert_error(R"({"max_tokens": 5, "stop_sequences": ["a", 1], "messages": [{"role": "user", "content": "q"}]})")
-                .param,
-            "stop_sequences.1");
+  EXPECT_EQ(
+      convert_error(
+          R"({"max_tokens": 5, "stop_sequences": ["a", 1], "messages": [{"role": "user", "content": "q"}]})")
+          .param,
+      "stop_sequences.1");
 }
 
 TEST(AnthropicRequestTest, ThinkingSetsTheGatewayThinkingField) {
@@ -229,7 +241,8 @@ TEST(AnthropicRequestTest, StreamAsksForUsageAndUserIdIsTheSessionKey) {
   EXPECT_EQ(c.chat["stream_options"], json::parse(R"({"include_usage": true})"));
   ASSERT_TRUE(c.session_key.has_value());
   EXPECT_EQ(*c.session_key, "user_abc_session_42");
-  EXPECT_FALSE(convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}]})").session_key);
+  EXPECT_FALSE(
+      convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}]})").session_key);
 }
 
 TEST(AnthropicRequestTest, ErrorsNameTheFieldPath) {
@@ -291,7 +304,8 @@ TEST(AnthropicRequestTest, CountTokensNeedsNoMaxTokensAndCarriesNoSampling) {
 // Client input never aborts: every type at every field of a valid request converts or gives
 // a 400.
 TEST(AnthropicRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
-  const ClientJson valid = ClientJson::parse(R"({"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": "s"}],
+  const ClientJson valid =
+      ClientJson::parse(R"({"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": "s"}],
     "stream": true, "metadata": {"user_id": "u"}, "thinking": {"type": "enabled"}, "stop_sequences": ["x"],
     "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "f"},
     "messages": [{"role": "user", "content": [{"type": "text", "text": "a"},

@@ -14,9 +14,11 @@ using testing::Event;
 TEST(AnthropicStreamTest, EventsForATextAndToolReply) {
   MessagesStream s("claude-x", "msg_1");
   const std::vector<json> chunks = {
-      json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]})"),
+      json::parse(
+          R"({"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]})"),
       json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {"content": "Hi"}}]})"),
-      json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_9",
+      json::parse(
+          R"({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_9",
         "type": "function", "function": {"name": "read", "arguments": "{\"p\":"}}]}}]})"),
       json::parse(R"({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
         "function": {"arguments": "\"a\"}"}}]}}]})"),
@@ -24,11 +26,13 @@ TEST(AnthropicStreamTest, EventsForATextAndToolReply) {
       json::parse(R"({"id": "c", "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 7},
         "timings": {"cache_n": 40, "prompt_n": 10, "predicted_n": 7}})")};
   const std::vector<Event> events = testing::parse_events(testing::encode(s, chunks));
-  EXPECT_EQ(testing::event_names(events), (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
-                                                     "content_block_stop", "content_block_start", "content_block_delta",
-                                                     "content_block_delta", "content_block_stop", "message_delta",
-                                                     "message_stop"}));
-  EXPECT_EQ(events[0].data, ClientJson::parse(R"({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+  EXPECT_EQ(testing::event_names(events),
+            (std::vector<std::string>{"message_start", "content_block_start", "content_block_delta",
+                                      "content_block_stop", "content_block_start", "content_block_delta",
+                                      "content_block_delta", "content_block_stop", "message_delta",
+                                      "message_stop"}));
+  EXPECT_EQ(events[0].data,
+            ClientJson::parse(R"({"type": "message_start", "message": {"id": "msg_1", "type": "message",
     "role": "assistant", "model": "claude-x", "content": [], "stop_reason": null, "stop_sequence": null,
     "usage": {"input_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 0}}})"));
   EXPECT_EQ(events[1].data, ClientJson::parse(R"({"type": "content_block_start", "index": 0,
@@ -50,14 +54,17 @@ TEST(AnthropicStreamTest, MessageDeltaGoesOutOnceFinishAndUsageAreSeen) {
   EXPECT_FALSE(s.start(123).empty());
   EXPECT_TRUE(s.start().empty());
   EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "x"}}]})")).size(), 2u);
-  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})")).size(), 0u);
+  EXPECT_EQ(
+      s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})")).size(),
+      0u);
   const auto last = testing::parse_events(
       s.on_chunk(json::parse(R"({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})")));
   ASSERT_EQ(last.size(), 2u);
   EXPECT_EQ(last[0].name, "content_block_stop");
   EXPECT_EQ(last[1].name, "message_delta");
   EXPECT_EQ(last[1].data["delta"]["stop_reason"], "end_turn");
-  EXPECT_TRUE(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "after"}}]})")).empty());
+  EXPECT_TRUE(
+      s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "after"}}]})")).empty());
   const auto end = testing::parse_events(s.finish());
   ASSERT_EQ(end.size(), 1u);
   EXPECT_EQ(end[0].name, "message_stop");
@@ -69,11 +76,17 @@ TEST(AnthropicStreamTest, MessageDeltaGoesOutOnceFinishAndUsageAreSeen) {
 TEST(AnthropicStreamTest, TimingsInTheMiddleAreNotTheUsage) {
   MessagesStream s("m", "msg_t");
   s.start();
-  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}],
-    "timings": {"cache_n": 23, "prompt_n": 1, "predicted_n": 1}})")).size(), 0u);
-  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "a b"}}]})")).size(), 2u);
+  EXPECT_EQ(
+      s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}],
+    "timings": {"cache_n": 23, "prompt_n": 1, "predicted_n": 1}})"))
+          .size(),
+      0u);
+  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "a b"}}]})")).size(),
+            2u);
   // The finish reason alone does not end the message: the usage is still to come.
-  EXPECT_EQ(s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})")).size(), 0u);
+  EXPECT_EQ(
+      s.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})")).size(),
+      0u);
   const auto events = testing::parse_events(s.on_chunk(json::parse(R"({"choices": [],
     "usage": {"prompt_tokens": 24, "completion_tokens": 9}, "timings": {"cache_n": 23, "prompt_n": 1, "predicted_n": 9}})")));
   ASSERT_EQ(events.size(), 2u);
@@ -84,7 +97,8 @@ TEST(AnthropicStreamTest, TimingsInTheMiddleAreNotTheUsage) {
 TEST(AnthropicStreamTest, FinishAloneGivesACompleteEmptyMessage) {
   MessagesStream s("m", "msg_3");
   const auto events = testing::parse_events(s.finish());
-  EXPECT_EQ(testing::event_names(events), (std::vector<std::string>{"message_start", "message_delta", "message_stop"}));
+  EXPECT_EQ(testing::event_names(events),
+            (std::vector<std::string>{"message_start", "message_delta", "message_stop"}));
   const ClientJson message = testing::accumulate_anthropic(events);
   EXPECT_EQ(message["stop_reason"], "end_turn");
   EXPECT_EQ(message["usage"]["output_tokens"], 0);

@@ -15,12 +15,13 @@ WireResult<json> function_tool(const Fields& tool, std::string_view schema_key, 
   if (schema == nullptr && schema_required) return tool.error(schema_key, "required");
   json fn = {{"name", std::move(name)}};
   if (description) fn["description"] = std::move(*description);
-  fn["parameters"] = schema != nullptr ? json(*schema) : json{{"type", "object"}, {"properties", json::object()}};
+  fn["parameters"] =
+      schema != nullptr ? json(*schema) : json{{"type", "object"}, {"properties", json::object()}};
   return json{{"type", "function"}, {"function", std::move(fn)}};
 }
 
-WireResult<std::set<std::string>> add_function_tools(const Fields& request, const ToolShape& shape, json& chat,
-                                                     std::vector<std::string>& ignored) {
+WireResult<std::set<std::string>> add_function_tools(const Fields& request, const ToolShape& shape,
+                                                     json& chat, std::vector<std::string>& ignored) {
   std::set<std::string> names;
   KV_ASSIGN_OR_RETURN(const ClientJson* tools, request.optional_array("tools"));
   if (tools == nullptr) return names;

@@ -12,12 +12,13 @@
 
 namespace kvgate::wire {
 
-nlohmann::json text_part(std::string text);     // {"type": "text", "text": …}
-nlohmann::json image_part(std::string url);     // {"type": "image_url", "image_url": {"url": …}}
+nlohmann::json text_part(std::string text);  // {"type": "text", "text": …}
+nlohmann::json image_part(std::string url);  // {"type": "image_url", "image_url": {"url": …}}
 
 // A chat function tool from a client's tool definition: name (required), description, and the
 // JSON schema under `schema_key` (when absent: required → 400, else an empty object schema).
-WireResult<nlohmann::json> function_tool(const Fields& tool, std::string_view schema_key, bool schema_required);
+WireResult<nlohmann::json> function_tool(const Fields& tool, std::string_view schema_key,
+                                         bool schema_required);
 
 // How an API marks its function tools among `tools`.
 struct ToolShape {

@@ -45,8 +45,10 @@ std::optional<ChatUsage> read_usage(const json& body) {
   ChatUsage u;
   u.prompt_tokens = count(*usage, "prompt_tokens");
   u.completion_tokens = count(*usage, "completion_tokens");
-  if (const json* d = object_at(*usage, "prompt_tokens_details")) u.cached_tokens = count(*d, "cached_tokens");
-  if (const json* d = object_at(*usage, "completion_tokens_details")) u.reasoning_tokens = count(*d, "reasoning_tokens");
+  if (const json* d = object_at(*usage, "prompt_tokens_details"))
+    u.cached_tokens = count(*d, "cached_tokens");
+  if (const json* d = object_at(*usage, "completion_tokens_details"))
+    u.reasoning_tokens = count(*d, "reasoning_tokens");
   if (const json* timings = object_at(body, "timings"); timings != nullptr && timings->contains("cache_n")) {
     u.cached_tokens = count(*timings, "cache_n");
   }

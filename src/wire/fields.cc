@@ -12,18 +12,28 @@ std::string child_path(std::string_view parent, std::string_view key) {
   return out;
 }
 
-std::string child_path(std::string_view parent, size_t index) { return child_path(parent, std::to_string(index)); }
+std::string child_path(std::string_view parent, size_t index) {
+  return child_path(parent, std::to_string(index));
+}
 
 std::string_view json_kind(const ClientJson& value) {
   switch (value.type()) {
-    case ClientJson::value_t::null: return "null";
-    case ClientJson::value_t::object: return "an object";
-    case ClientJson::value_t::array: return "an array";
-    case ClientJson::value_t::string: return "a string";
-    case ClientJson::value_t::boolean: return "a boolean";
-    case ClientJson::value_t::binary: return "binary data";
-    case ClientJson::value_t::discarded: return "nothing";
-    default: return "a number";
+    case ClientJson::value_t::null:
+      return "null";
+    case ClientJson::value_t::object:
+      return "an object";
+    case ClientJson::value_t::array:
+      return "an array";
+    case ClientJson::value_t::string:
+      return "a string";
+    case ClientJson::value_t::boolean:
+      return "a boolean";
+    case ClientJson::value_t::binary:
+      return "binary data";
+    case ClientJson::value_t::discarded:
+      return "nothing";
+    default:
+      return "a number";
   }
 }
 
@@ -90,17 +100,20 @@ WireResult<const ClientJson*> Fields::array(std::string_view key) const {
 
 WireResult<const ClientJson*> Fields::optional_array(std::string_view key) const {
   const ClientJson* v = find(key);
-  if (v != nullptr && !v->is_array()) return error(key, "expected an array, got " + std::string(json_kind(*v)));
+  if (v != nullptr && !v->is_array())
+    return error(key, "expected an array, got " + std::string(json_kind(*v)));
   return v;
 }
 
 WireResult<const ClientJson*> Fields::optional_object(std::string_view key) const {
   const ClientJson* v = find(key);
-  if (v != nullptr && !v->is_object()) return error(key, "expected an object, got " + std::string(json_kind(*v)));
+  if (v != nullptr && !v->is_object())
+    return error(key, "expected an object, got " + std::string(json_kind(*v)));
   return v;
 }
 
-void Fields::list_unknown(std::initializer_list<std::string_view> known, std::vector<std::string>& ignored) const {
+void Fields::list_unknown(std::initializer_list<std::string_view> known,
+                          std::vector<std::string>& ignored) const {
   for (const auto& [key, value] : object_->items()) {
     if (value.is_null()) continue;
     bool is_known = false;

@@ -116,7 +116,8 @@ void OutputSequencer::close_live(std::vector<BlockEvent>& out) {
 
 void OutputSequencer::delta(const std::string& piece, std::vector<BlockEvent>& out) {
   if (piece.empty()) return;
-  out.push_back({.type = BlockEvent::Type::kDelta, .block = live_->block, .kind = live_->segment.kind, .text = piece});
+  out.push_back(
+      {.type = BlockEvent::Type::kDelta, .block = live_->block, .kind = live_->segment.kind, .text = piece});
 }
 
 }  // namespace kvgate::wire

@@ -1,8 +1,8 @@
 #include "wire/output_sequence.h"
 
-#include <gtest/gtest.h>
-
 #include <map>
+
+#include <gtest/gtest.h>
 
 #include "wire/test_support.h"
 
@@ -19,7 +19,8 @@ ChunkPieces text_piece(std::string text) {
 
 ChunkPieces call_piece(size_t index, std::string id, std::string name, std::string args) {
   ChunkPieces p;
-  p.tool_calls.push_back({.index = index, .id = std::move(id), .name = std::move(name), .arguments = std::move(args)});
+  p.tool_calls.push_back(
+      {.index = index, .id = std::move(id), .name = std::move(name), .arguments = std::move(args)});
   return p;
 }
 
@@ -28,10 +29,15 @@ std::string describe(const std::vector<BlockEvent>& events) {
   for (const BlockEvent& e : events) {
     switch (e.type) {
       case BlockEvent::Type::kOpen:
-        out += "open" + std::to_string(e.block) + (e.kind == BlockKind::kToolCall ? "(" + e.call_id + "," + e.name + ")" : "");
+        out += "open" + std::to_string(e.block) +
+               (e.kind == BlockKind::kToolCall ? "(" + e.call_id + "," + e.name + ")" : "");
         break;
-      case BlockEvent::Type::kDelta: out += "+" + e.text; break;
-      case BlockEvent::Type::kClose: out += "close" + std::to_string(e.block); break;
+      case BlockEvent::Type::kDelta:
+        out += "+" + e.text;
+        break;
+      case BlockEvent::Type::kClose:
+        out += "close" + std::to_string(e.block);
+        break;
     }
     out += " ";
   }
@@ -91,7 +97,8 @@ TEST(OutputSequenceTest, ACallOpensOnlyOnceItHasAName) {
 
 TEST(OutputSequenceTest, TrailingPiecesOfAClosedCallAreDropped) {
   OutputSequencer s;
-  EXPECT_EQ(describe(run(s, {call_piece(0, "a", "f", "{}"), call_piece(1, "b", "g", "{}"), call_piece(0, "", "", " ")})),
+  EXPECT_EQ(describe(run(s, {call_piece(0, "a", "f", "{}"), call_piece(1, "b", "g", "{}"),
+                             call_piece(0, "", "", " ")})),
             "open0(a,f) +{} close0 open1(b,g) +{} close1 ");
 }
 
@@ -177,7 +184,8 @@ TEST(OutputSequenceTest, AnyChunkOrderGivesEachPieceOnceInOneBlock) {
     const std::vector<BlockEvent> at_finish = s.finish();
     if (!options.interleave_calls) {
       // In the engine's order nothing waits: finish() has only the last block to close.
-      EXPECT_EQ(describe(at_finish), events.empty() ? "" : "close" + std::to_string(events.back().block) + " ");
+      EXPECT_EQ(describe(at_finish),
+                events.empty() ? "" : "close" + std::to_string(events.back().block) + " ");
     }
     for (const BlockEvent& e : at_finish) events.push_back(e);
     const Rebuilt r = check_and_rebuild(events);
@@ -230,7 +238,8 @@ TEST(OutputSequenceTest, UsageFromTimingsAndDetails) {
   auto reasoning = read_usage(json::parse(R"({"usage": {"prompt_tokens": 5, "completion_tokens": 9,
     "completion_tokens_details": {"reasoning_tokens": 6}}})"));
   EXPECT_EQ(reasoning->reasoning_tokens, 6);
-  auto capped = read_usage(json::parse(R"({"usage": {"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}}})"));
+  auto capped = read_usage(
+      json::parse(R"({"usage": {"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}}})"));
   EXPECT_EQ(capped->cached_tokens, 5);
   EXPECT_FALSE(read_usage(json::parse(R"({"id": "x"})")));
 }

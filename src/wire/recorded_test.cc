@@ -68,7 +68,8 @@ TEST_F(RecordedTest, StreamedMessagesAccumulateToTheNonStreamedOnes) {
       // reply has input {} (its arguments are not an object).
       EXPECT_EQ(whole["content"][1]["input"], ClientJson::object());
       EXPECT_TRUE(streamed["content"][1]["input"].is_string());
-      EXPECT_EQ(streamed["content"][1]["input"], f["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]);
+      EXPECT_EQ(streamed["content"][1]["input"],
+                f["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]);
     } else {
       EXPECT_EQ(without_call_ids(streamed["content"]), without_call_ids(whole["content"]));
     }
@@ -97,19 +98,22 @@ TEST_F(RecordedTest, WhatEachScenarioBecomesInAnthropicsFormat) {
   EXPECT_EQ(stopped["stop_sequence"], " with");
   const ClientJson reasoning = message("reasoning_then_text");
   EXPECT_EQ(types(reasoning), "thinking text ");
-  EXPECT_EQ(reasoning["content"][0]["thinking"], fixture("reasoning_then_text")["response"]["choices"][0]["message"]["reasoning_content"]);
+  EXPECT_EQ(reasoning["content"][0]["thinking"],
+            fixture("reasoning_then_text")["response"]["choices"][0]["message"]["reasoning_content"]);
   const ClientJson calls = message("tool_calls");
   EXPECT_EQ(types(calls), "text tool_use tool_use ");
   EXPECT_EQ(calls["stop_reason"], "tool_use");
   EXPECT_EQ(calls["content"][1]["input"], ClientJson::parse(R"({"city": "Paris", "unit": "celsius"})"));
-  EXPECT_EQ(calls["content"][2]["input"].dump(), R"({"path":"notes.txt","limit":20})");  // the model's key order
+  EXPECT_EQ(calls["content"][2]["input"].dump(),
+            R"({"path":"notes.txt","limit":20})");  // the model's key order
   const ClientJson cut = message("tool_call_cut");
   EXPECT_EQ(cut["stop_reason"], "max_tokens");
   EXPECT_EQ(types(cut), "text tool_use ");
   // usage: input_tokens counts what was not read from the cache.
   const json& usage = fixture("tool_calls")["response"]["usage"];
-  EXPECT_EQ(calls["usage"]["input_tokens"],
-            usage["prompt_tokens"].get<int64_t>() - usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
+  EXPECT_EQ(
+      calls["usage"]["input_tokens"],
+      usage["prompt_tokens"].get<int64_t>() - usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
   EXPECT_EQ(calls["usage"]["cache_read_input_tokens"], usage["prompt_tokens_details"]["cached_tokens"]);
 }
 
@@ -161,11 +165,13 @@ TEST_F(RecordedTest, AnthropicShapesCoverTheEnginesOwn) {
     if (native["status"] != 200) continue;  // random text the engine could not parse
     const ClientJson ours = chat_to_message(f["response"], "m");
     for (const auto& [key, value] : native["response"].items()) EXPECT_TRUE(ours.contains(key)) << key;
-    for (const auto& [key, value] : native["response"]["usage"].items()) EXPECT_TRUE(ours["usage"].contains(key)) << key;
+    for (const auto& [key, value] : native["response"]["usage"].items())
+      EXPECT_TRUE(ours["usage"].contains(key)) << key;
     std::set<std::string> their_events;
     for (const json& e : native["events"]) their_events.insert(e["event"].get<std::string>());
     std::set<std::string> our_events;
-    for (const std::string& event : testing::event_names(testing::parse_events(encoded_message(f["chunks"])))) {
+    for (const std::string& event :
+         testing::event_names(testing::parse_events(encoded_message(f["chunks"])))) {
       our_events.insert(event);
     }
     EXPECT_EQ(our_events, their_events);
@@ -180,13 +186,15 @@ TEST_F(RecordedTest, RepliesRoundTripAsHistory) {
     if (original["content"] == "" && original.contains("tool_calls")) original["content"] = nullptr;
     // Anthropic: the message goes back as the assistant turn of the next request.
     const ClientJson message = chat_to_message(f["response"], "m");
-    auto a = messages_to_chat(ClientJson{{"max_tokens", 5},
-                                         {"messages", {{{"role", "user"}, {"content", "q"}},
-                                                       {{"role", "assistant"}, {"content", message["content"]}}}}});
+    auto a = messages_to_chat(ClientJson{
+        {"max_tokens", 5},
+        {"messages",
+         {{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", message["content"]}}}}});
     ASSERT_TRUE(a.ok());
     json back = a->chat["messages"][1];
     if (name == "tool_call_cut") {
-      EXPECT_EQ(back["tool_calls"][0]["function"]["arguments"], "{}");  // the cut arguments were not an object
+      EXPECT_EQ(back["tool_calls"][0]["function"]["arguments"],
+                "{}");  // the cut arguments were not an object
     } else if (original.contains("tool_calls")) {
       // The arguments come back as the same object (compact JSON; the gateway's stored
       // message stands in for the equivalent one, see docs).

@@ -16,10 +16,14 @@ std::string_view response_stem(std::string_view response_id) {
 
 std::string_view status_name(ResponseStatus status) {
   switch (status) {
-    case ResponseStatus::kInProgress: return "in_progress";
-    case ResponseStatus::kCompleted: return "completed";
-    case ResponseStatus::kIncomplete: return "incomplete";
-    case ResponseStatus::kFailed: break;
+    case ResponseStatus::kInProgress:
+      return "in_progress";
+    case ResponseStatus::kCompleted:
+      return "completed";
+    case ResponseStatus::kIncomplete:
+      return "incomplete";
+    case ResponseStatus::kFailed:
+      break;
   }
   return "failed";
 }
@@ -32,30 +36,43 @@ std::string item_id(BlockKind kind, std::string_view response_id, size_t output_
   return id;
 }
 
-ClientJson output_item(BlockKind kind, std::string_view response_id, size_t output_index, const std::string& text,
-                       const std::string& call_id, const std::string& name, std::string_view status) {
+ClientJson output_item(BlockKind kind, std::string_view response_id, size_t output_index,
+                       const std::string& text, const std::string& call_id, const std::string& name,
+                       std::string_view status) {
   const bool done = status != "in_progress";
   const std::string id = item_id(kind, response_id, output_index);
   switch (kind) {
     case BlockKind::kReasoning: {
       ClientJson content = ClientJson::array();
       if (done) content.push_back({{"type", "reasoning_text"}, {"text", text}});
-      return {{"id", id}, {"type", "reasoning"}, {"summary", ClientJson::array()}, {"content", std::move(content)},
+      return {{"id", id},
+              {"type", "reasoning"},
+              {"summary", ClientJson::array()},
+              {"content", std::move(content)},
               {"status", status}};
     }
     case BlockKind::kText: {
       ClientJson content = ClientJson::array();
       if (done) content.push_back(output_text_part(text));
-      return {{"id", id}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", std::move(content)}};
+      return {{"id", id},
+              {"type", "message"},
+              {"status", status},
+              {"role", "assistant"},
+              {"content", std::move(content)}};
     }
-    case BlockKind::kToolCall: break;
+    case BlockKind::kToolCall:
+      break;
   }
-  return {{"id", id},  {"type", "function_call"}, {"status", status}, {"arguments", done ? text : std::string()},
+  return {{"id", id},           {"type", "function_call"},
+          {"status", status},   {"arguments", done ? text : std::string()},
           {"call_id", call_id}, {"name", name}};
 }
 
 ClientJson output_text_part(const std::string& text) {
-  return {{"type", "output_text"}, {"text", text}, {"annotations", ClientJson::array()}, {"logprobs", ClientJson::array()}};
+  return {{"type", "output_text"},
+          {"text", text},
+          {"annotations", ClientJson::array()},
+          {"logprobs", ClientJson::array()}};
 }
 
 ClientJson responses_usage(const ChatUsage& usage) {
@@ -66,9 +83,9 @@ ClientJson responses_usage(const ChatUsage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-ClientJson response_object(const ResponsesConversion& conversion, const std::string& response_id, int64_t created_at,
-                           ResponseStatus status, ClientJson output, const std::optional<ChatUsage>& usage,
-                           ClientJson error) {
+ClientJson response_object(const ResponsesConversion& conversion, const std::string& response_id,
+                           int64_t created_at, ResponseStatus status, ClientJson output,
+                           const std::optional<ChatUsage>& usage, ClientJson error) {
   const ClientJson& echo = conversion.echo;
   auto echoed = [&echo](const char* key) { return echo.contains(key) ? echo[key] : ClientJson(nullptr); };
   ClientJson incomplete = nullptr;
@@ -100,9 +117,11 @@ ClientJson response_object(const ResponsesConversion& conversion, const std::str
 ClientJson chat_to_response(const json& chat_response, const ResponsesConversion& conversion,
                             const std::string& response_id, int64_t created_at) {
   const ChatReply reply = read_reply(chat_response);
-  const ResponseStatus status = reply.finish_reason == "length" ? ResponseStatus::kIncomplete : ResponseStatus::kCompleted;
+  const ResponseStatus status =
+      reply.finish_reason == "length" ? ResponseStatus::kIncomplete : ResponseStatus::kCompleted;
   ClientJson output = ClientJson::array();
-  auto add = [&](BlockKind kind, const std::string& text, const std::string& call_id, const std::string& name) {
+  auto add = [&](BlockKind kind, const std::string& text, const std::string& call_id,
+                 const std::string& name) {
     output.push_back(output_item(kind, response_id, output.size(), text, call_id, name, "completed"));
   };
   if (!reply.reasoning.empty()) add(BlockKind::kReasoning, reply.reasoning, "", "");

@@ -53,14 +53,15 @@ std::string item_id(BlockKind kind, std::string_view response_id, size_t output_
 // The output item at `output_index`: reasoning (text = the reasoning), message (text = the
 // output text) or function_call (text = the arguments). With status "in_progress" it comes
 // without its text, as the stream announces it.
-ClientJson output_item(BlockKind kind, std::string_view response_id, size_t output_index, const std::string& text,
-                       const std::string& call_id, const std::string& name, std::string_view status);
+ClientJson output_item(BlockKind kind, std::string_view response_id, size_t output_index,
+                       const std::string& text, const std::string& call_id, const std::string& name,
+                       std::string_view status);
 ClientJson output_text_part(const std::string& text);  // {type: output_text, text, annotations, logprobs}
 ClientJson responses_usage(const ChatUsage& usage);
 // The response object: id, status, the echoed request fields, output, usage (null when not
 // known), error (null unless failed), incomplete_details.
-ClientJson response_object(const ResponsesConversion& conversion, const std::string& response_id, int64_t created_at,
-                           ResponseStatus status, ClientJson output, const std::optional<ChatUsage>& usage,
-                           ClientJson error = nullptr);
+ClientJson response_object(const ResponsesConversion& conversion, const std::string& response_id,
+                           int64_t created_at, ResponseStatus status, ClientJson output,
+                           const std::optional<ChatUsage>& usage, ClientJson error = nullptr);
 
 }  // namespace kvgate::wire

@@ -70,9 +70,11 @@ TEST(ResponsesReplyTest, OutputRoundTripsToTheChatMessage) {
 
 TEST(ResponsesReplyTest, ErrorBodyIsOpenAIs) {
   EXPECT_EQ(responses_error_body(invalid_request("input.0.role", "expected user")),
-            ClientJson::parse(R"({"error": {"message": "input.0.role: expected user", "type": "invalid_request_error",
+            ClientJson::parse(
+                R"({"error": {"message": "input.0.role: expected user", "type": "invalid_request_error",
                                             "param": "input.0.role", "code": null}})"));
-  EXPECT_EQ(responses_error_body(WireError{.status = 500, .type = "server_error", .message = "m", .param = ""})["error"]["param"],
+  EXPECT_EQ(responses_error_body(WireError{
+                .status = 500, .type = "server_error", .message = "m", .param = ""})["error"]["param"],
             nullptr);
 }
 

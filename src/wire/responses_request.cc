@@ -27,7 +27,8 @@ WireResult<void> add_part(const Fields& part, Content& content, ItemNotes& notes
   } else if (type == "input_image") {
     KV_ASSIGN_OR_RETURN(auto url, part.optional_string("image_url"));
     if (!url) {
-      if (part.find("file_id") != nullptr) return part.error("file_id", "file ids are not supported; send image_url");
+      if (part.find("file_id") != nullptr)
+        return part.error("file_id", "file ids are not supported; send image_url");
       return part.error("image_url", "required");
     }
     content.parts.push_back(image_part(std::move(*url)));
@@ -48,7 +49,8 @@ WireResult<Content> read_content(const ClientJson& value, const std::string& pat
     return content;
   }
   if (!value.is_array()) {
-    return invalid_request(path, "expected a string or an array of content parts, got " + std::string(json_kind(value)));
+    return invalid_request(
+        path, "expected a string or an array of content parts, got " + std::string(json_kind(value)));
   }
   for (size_t i = 0; i < value.size(); ++i) {
     KV_ASSIGN_OR_RETURN(Fields part, Fields::of(value[i], child_path(path, i)));
@@ -75,7 +77,8 @@ class ItemReader {
     if (*type == "reasoning") return {};  // keeps an assistant message open for its calls
     open_assistant_ = false;
     if (*type == "item_reference") {
-      return item.error("type", "item references are not supported; send the items or use previous_response_id");
+      return item.error("type",
+                        "item references are not supported; send the items or use previous_response_id");
     }
     notes_.ignored.push_back(item.path_of("type") + "=" + *type);
     return {};
@@ -93,7 +96,8 @@ class ItemReader {
     const ClientJson* value = item.find("content");
     if (value == nullptr) return item.error("content", "required");
     KV_ASSIGN_OR_RETURN(Content content, read_content(*value, item.path_of("content"), notes_));
-    if (content.has_image && role != "user") return item.error("content", "images are supported in user messages only");
+    if (content.has_image && role != "user")
+      return item.error("content", "images are supported in user messages only");
     notes_.has_images = notes_.has_images || content.has_image;
     json message = {{"role", role}};
     message["content"] = content.has_image ? std::move(content.parts) : json(join_texts(content.texts));
@@ -132,7 +136,8 @@ class ItemReader {
       }
       notes_.has_images = notes_.has_images || content.has_image;
     }
-    messages_.push_back({{"role", "tool"}, {"tool_call_id", std::move(call_id)}, {"content", std::move(text)}});
+    messages_.push_back(
+        {{"role", "tool"}, {"tool_call_id", std::move(call_id)}, {"content", std::move(text)}});
     open_assistant_ = false;
     return {};
   }
@@ -263,7 +268,9 @@ WireResult<void> add_input(const Fields& top, json& history, ItemNotes& notes) {
     history.push_back({{"role", "user"}, {"content", input->get<std::string>()}});
     return {};
   }
-  if (!input->is_array()) return top.error("input", "expected a string or an array of items, got " + std::string(json_kind(*input)));
+  if (!input->is_array())
+    return top.error("input",
+                     "expected a string or an array of items, got " + std::string(json_kind(*input)));
   return items_to_chat(*input, "input", history, notes);
 }
 
@@ -283,7 +290,9 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
   if (cache_key && !cache_key->empty()) c.session_key = *cache_key;
   KV_ASSIGN_OR_RETURN(const ClientJson* metadata, top.optional_object("metadata"));
   (void)metadata;  // echoed only
-  const ToolShape shape = {.function_type = "function", .type_required = true, .schema_key = "parameters",
+  const ToolShape shape = {.function_type = "function",
+                           .type_required = true,
+                           .schema_key = "parameters",
                            .schema_required = false};
   KV_ASSIGN_OR_RETURN(auto tools, add_function_tools(top, shape, c.chat, c.ignored));
   KV_TRY(add_tool_choice(top, tools, c.chat, c.ignored));
@@ -295,8 +304,10 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
 
 }  // namespace
 
-WireResult<void> items_to_chat(const ClientJson& items, const std::string& path, json& messages, ItemNotes& notes) {
-  if (!items.is_array()) return invalid_request(path, "expected an array of items, got " + std::string(json_kind(items)));
+WireResult<void> items_to_chat(const ClientJson& items, const std::string& path, json& messages,
+                               ItemNotes& notes) {
+  if (!items.is_array())
+    return invalid_request(path, "expected an array of items, got " + std::string(json_kind(items)));
   ItemReader reader(messages, notes);
   for (size_t i = 0; i < items.size(); ++i) KV_TRY(reader.add(items[i], child_path(path, i)));
   reader.finish();
@@ -308,9 +319,9 @@ WireResult<ResponsesConversion> responses_to_chat(const ClientJson& request, con
   KV_TRY(refuse_unsupported(top));
   ResponsesConversion c;
   c.chat = json::object();
-  top.list_unknown({"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature",
-                    "top_p", "reasoning", "text", "stream", "store", "previous_response_id", "prompt_cache_key",
-                    "parallel_tool_calls", "metadata"},
+  top.list_unknown({"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens",
+                    "temperature", "top_p", "reasoning", "text", "stream", "store", "previous_response_id",
+                    "prompt_cache_key", "parallel_tool_calls", "metadata"},
                    c.ignored);
   KV_TRY(add_request_fields(top, c));
   if (previous_messages.is_array()) c.history = previous_messages;

@@ -38,7 +38,8 @@ TEST(ResponsesRequestTest, InstructionsAndStringInput) {
 }
 
 TEST(ResponsesRequestTest, PreviousMessagesGoBetweenInstructionsAndInput) {
-  const json previous = json::parse(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
+  const json previous =
+      json::parse(R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])");
   auto c = convert_ok(R"({"instructions": "I", "previous_response_id": "resp_1", "input": "c"})", previous);
   EXPECT_EQ(c.chat["messages"], json::parse(R"([{"role": "system", "content": "I"},
     {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])"));
@@ -127,7 +128,8 @@ TEST(ResponsesRequestTest, FunctionToolsMapOthersAreListed) {
 }
 
 TEST(ResponsesRequestTest, ToolChoiceForms) {
-  const std::string base = R"({"input": "q", "tools": [{"type": "function", "name": "read"}], "tool_choice": )";
+  const std::string base =
+      R"({"input": "q", "tools": [{"type": "function", "name": "read"}], "tool_choice": )";
   EXPECT_EQ(convert_ok(base + R"("auto"})").chat["tool_choice"], "auto");
   EXPECT_EQ(convert_ok(base + R"("none"})").chat["tool_choice"], "none");
   EXPECT_EQ(convert_ok(base + R"({"type": "function", "name": "read"}})").chat["tool_choice"],
@@ -147,21 +149,26 @@ TEST(ResponsesRequestTest, SamplingFormatAndReasoning) {
   EXPECT_EQ(c.chat["max_tokens"], 300);
   EXPECT_DOUBLE_EQ(c.chat["temperature"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(c.chat["top_p"].get<double>(), 0.8);
-  EXPECT_EQ(c.chat["response_format"], json::parse(R"({"type": "json_schema", "json_schema": {"name": "answer",
+  EXPECT_EQ(c.chat["response_format"],
+            json::parse(R"({"type": "json_schema", "json_schema": {"name": "answer",
     "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}, "strict": true}})"));
   EXPECT_EQ(c.chat["kvgate"], json::parse(R"({"thinking": true})"));
   EXPECT_TRUE(contains(c.ignored, "text.verbosity"));
   EXPECT_TRUE(contains(c.ignored, "reasoning.summary"));
-  EXPECT_EQ(convert_ok(R"({"input": "q", "text": {"format": {"type": "json_object"}}})").chat["response_format"],
-            json::parse(R"({"type": "json_object"})"));
-  EXPECT_FALSE(convert_ok(R"({"input": "q", "text": {"format": {"type": "text"}}})").chat.contains("response_format"));
+  EXPECT_EQ(
+      convert_ok(R"({"input": "q", "text": {"format": {"type": "json_object"}}})").chat["response_format"],
+      json::parse(R"({"type": "json_object"})"));
+  EXPECT_FALSE(
+      convert_ok(R"({"input": "q", "text": {"format": {"type": "text"}}})").chat.contains("response_format"));
   for (const char* effort : {"none", "minimal"}) {
-    EXPECT_EQ(convert_ok(std::string(R"({"input": "q", "reasoning": {"effort": ")") + effort + "\"}}").chat["kvgate"],
+    EXPECT_EQ(convert_ok(std::string(R"({"input": "q", "reasoning": {"effort": ")") + effort + "\"}}")
+                  .chat["kvgate"],
               json::parse(R"({"thinking": false})"))
         << effort;
   }
   for (const char* effort : {"low", "medium", "xhigh"}) {
-    EXPECT_EQ(convert_ok(std::string(R"({"input": "q", "reasoning": {"effort": ")") + effort + "\"}}").chat["kvgate"],
+    EXPECT_EQ(convert_ok(std::string(R"({"input": "q", "reasoning": {"effort": ")") + effort + "\"}}")
+                  .chat["kvgate"],
               json::parse(R"({"thinking": true})"))
         << effort;
   }
@@ -212,7 +219,8 @@ TEST(ResponsesRequestTest, UnsupportedItemsAndFieldsAreNamed) {
       {R"({"input": [{"content": "x"}]})", "input.0.type"},
       {R"({"input": [{"role": "tool", "content": "x"}]})", "input.0.role"},
       {R"({"input": [{"role": "user"}]})", "input.0.content"},
-      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})", "input.0.content.0.type"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})",
+       "input.0.content.0.type"},
       {R"({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})",
        "input.0.content.0.file_id"},
       {R"({"input": [{"role": "assistant", "content": [{"type": "input_image", "image_url": "u"}]}]})",
@@ -236,11 +244,13 @@ TEST(ResponsesRequestTest, UnsupportedItemsAndFieldsAreNamed) {
 }
 
 TEST(ResponsesRequestTest, InputTokensAnswer) {
-  EXPECT_EQ(input_tokens_answer(17), ClientJson::parse(R"({"object": "response.input_tokens", "input_tokens": 17})"));
+  EXPECT_EQ(input_tokens_answer(17),
+            ClientJson::parse(R"({"object": "response.input_tokens", "input_tokens": 17})"));
 }
 
 TEST(ResponsesRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
-  const ClientJson valid = ClientJson::parse(R"({"model": "m", "instructions": "i", "stream": true, "store": false,
+  const ClientJson valid =
+      ClientJson::parse(R"({"model": "m", "instructions": "i", "stream": true, "store": false,
     "max_output_tokens": 9, "reasoning": {"effort": "low"}, "text": {"format": {"type": "json_schema", "schema": {}}},
     "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
     "tool_choice": {"type": "function", "name": "f"}, "prompt_cache_key": "k",

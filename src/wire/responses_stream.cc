@@ -66,14 +66,21 @@ std::vector<std::string> ResponsesStream::failed(const WireError& error) {
   return out;
 }
 
-void ResponsesStream::emit(const std::vector<BlockEvent>& events, bool incomplete, std::vector<std::string>& out) {
+void ResponsesStream::emit(const std::vector<BlockEvent>& events, bool incomplete,
+                           std::vector<std::string>& out) {
   size_t blocks = items_.size();
   for (const BlockEvent& e : events) blocks += e.type == BlockEvent::Type::kOpen ? 1 : 0;
   for (const BlockEvent& e : events) {
     switch (e.type) {
-      case BlockEvent::Type::kOpen: open_item(e, out); break;
-      case BlockEvent::Type::kDelta: delta_item(e, out); break;
-      case BlockEvent::Type::kClose: close_item(e, incomplete && e.block + 1 == blocks, out); break;
+      case BlockEvent::Type::kOpen:
+        open_item(e, out);
+        break;
+      case BlockEvent::Type::kDelta:
+        delta_item(e, out);
+        break;
+      case BlockEvent::Type::kClose:
+        close_item(e, incomplete && e.block + 1 == blocks, out);
+        break;
     }
   }
 }
@@ -87,8 +94,9 @@ void ResponsesStream::open_item(const BlockEvent& e, std::vector<std::string>& o
   if (e.kind == BlockKind::kToolCall) return;
   ClientJson part = e.kind == BlockKind::kReasoning ? ClientJson{{"type", "reasoning_text"}, {"text", ""}}
                                                     : output_text_part("");
-  out.push_back(event("response.content_part.added",
-                      {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", std::move(part)}}));
+  out.push_back(
+      event("response.content_part.added",
+            {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"part", std::move(part)}}));
 }
 
 void ResponsesStream::delta_item(const BlockEvent& e, std::vector<std::string>& out) {
@@ -98,8 +106,9 @@ void ResponsesStream::delta_item(const BlockEvent& e, std::vector<std::string>& 
   const std::string id = item_id(e.kind, response_id_, e.block);
   switch (e.kind) {
     case BlockKind::kReasoning:
-      out.push_back(event("response.reasoning_text.delta",
-                          {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"delta", e.text}}));
+      out.push_back(
+          event("response.reasoning_text.delta",
+                {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"delta", e.text}}));
       return;
     case BlockKind::kText:
       out.push_back(event("response.output_text.delta", {{"item_id", id},
@@ -108,7 +117,8 @@ void ResponsesStream::delta_item(const BlockEvent& e, std::vector<std::string>& 
                                                          {"delta", e.text},
                                                          {"logprobs", ClientJson::array()}}));
       return;
-    case BlockKind::kToolCall: break;
+    case BlockKind::kToolCall:
+      break;
   }
   out.push_back(event("response.function_call_arguments.delta",
                       {{"item_id", id}, {"output_index", index}, {"delta", e.text}}));
@@ -120,12 +130,14 @@ void ResponsesStream::close_item(const BlockEvent& e, bool last, std::vector<std
   const std::string id = item_id(e.kind, response_id_, e.block);
   switch (e.kind) {
     case BlockKind::kReasoning:
-      out.push_back(event("response.reasoning_text.done",
-                          {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"text", item.text}}));
-      out.push_back(event("response.content_part.done", {{"item_id", id},
-                                                         {"output_index", index},
-                                                         {"content_index", 0},
-                                                         {"part", {{"type", "reasoning_text"}, {"text", item.text}}}}));
+      out.push_back(
+          event("response.reasoning_text.done",
+                {{"item_id", id}, {"output_index", index}, {"content_index", 0}, {"text", item.text}}));
+      out.push_back(
+          event("response.content_part.done", {{"item_id", id},
+                                               {"output_index", index},
+                                               {"content_index", 0},
+                                               {"part", {{"type", "reasoning_text"}, {"text", item.text}}}}));
       break;
     case BlockKind::kText:
       out.push_back(event("response.output_text.done", {{"item_id", id},

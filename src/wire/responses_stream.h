@@ -70,7 +70,7 @@ class ResponsesStream {
   std::string response_id_;
   int64_t created_at_ = 0;
   OutputSequencer sequencer_;
-  std::vector<Item> items_;          // by output index
+  std::vector<Item> items_;                  // by output index
   ClientJson output_ = ClientJson::array();  // the done items
   ClientJson response_;
   int64_t sequence_ = 0;

@@ -3,13 +3,12 @@
 // the OpenAI SDK's Responses accumulator (the code Claude Code and OpenAI-SDK clients run);
 // what they accumulate must be the non-streamed answer. Needs node and tests/npm/node_modules
 // (scripts/setup.sh installs both); skips without them.
-#include <unistd.h>
-
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "util/subprocess.h"
 #include "wire/anthropic_reply.h"
@@ -64,7 +63,8 @@ std::string joined(const std::vector<std::string>& events) {
 class SdkStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kNpm / "node_modules" / "@anthropic-ai" / "sdk") || !fs::exists(kNpm / "node_modules" / "openai")) {
+    if (!fs::exists(kNpm / "node_modules" / "@anthropic-ai" / "sdk") ||
+        !fs::exists(kNpm / "node_modules" / "openai")) {
       GTEST_SKIP() << "tests/npm/node_modules is missing (scripts/setup.sh installs it with npm ci)";
     }
     if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
@@ -99,7 +99,8 @@ TEST_F(SdkStreamTest, AnthropicSdkAccumulatesTheNonStreamedMessage) {
     ASSERT_FALSE(results[i].contains("thrown")) << results[i]["thrown"];
     const ClientJson& got = results[i]["final"];
     const ClientJson want = chat_to_message(testing::chat_response(specs[i]), "claude-test");
-    for (const char* key : {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}) {
+    for (const char* key :
+         {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}) {
       EXPECT_EQ(got[key], want[key]) << "reply " << i << ", " << key;
     }
   }
@@ -109,7 +110,8 @@ TEST_F(SdkStreamTest, OpenAiSdkAccumulatesTheNonStreamedResponse) {
   std::mt19937 rng(19);
   const auto specs = replies();
   auto conversion = responses_to_chat(ClientJson::parse(R"({"model": "gpt-test", "input": "q", "stream": true,
-    "instructions": "I", "tools": [{"type": "function", "name": "tool_0"}]})"), json::array());
+    "instructions": "I", "tools": [{"type": "function", "name": "tool_0"}]})"),
+                                      json::array());
   ASSERT_TRUE(conversion.ok());
   std::vector<std::string> streams;
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -123,8 +125,8 @@ TEST_F(SdkStreamTest, OpenAiSdkAccumulatesTheNonStreamedResponse) {
   ASSERT_EQ(results.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     ASSERT_FALSE(results[i].contains("thrown")) << results[i]["thrown"];
-    const ClientJson want = chat_to_response(testing::chat_response(specs[i]), *conversion, "resp_" + std::to_string(i),
-                                             1750000000);
+    const ClientJson want = chat_to_response(testing::chat_response(specs[i]), *conversion,
+                                             "resp_" + std::to_string(i), 1750000000);
     const ClientJson& got = results[i]["final"];
     for (const auto& [key, value] : want.items()) EXPECT_EQ(got[key], value) << "reply " << i << ", " << key;
     // The items the SDK built from the item events, before the terminal event replaced them.
@@ -193,10 +195,12 @@ TEST_F(SdkStreamTest, SdksSurfaceFailures) {
   ASSERT_TRUE(conversion.ok());
   ResponsesStream failing(*conversion, "resp_f", 1);
   std::vector<std::string> events = failing.start();
-  for (std::string& e : failing.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "par"}}]})"))) {
+  for (std::string& e :
+       failing.on_chunk(json::parse(R"({"choices": [{"index": 0, "delta": {"content": "par"}}]})"))) {
     events.push_back(std::move(e));
   }
-  for (std::string& e : failing.failed(WireError{.status = 503, .type = "server_error", .message = "engine lost", .param = ""})) {
+  for (std::string& e : failing.failed(
+           WireError{.status = 503, .type = "server_error", .message = "engine lost", .param = ""})) {
     events.push_back(std::move(e));
   }
   const auto responses = sdk_read("responses", {joined(events)});
@@ -205,7 +209,8 @@ TEST_F(SdkStreamTest, SdksSurfaceFailures) {
   EXPECT_EQ(responses[0]["final"]["error"]["message"], "engine lost");
 
   MessagesStream broken("m", "msg_e");
-  const std::string anthropic = broken.start() + MessagesStream::error("overloaded_error", "engine restarting");
+  const std::string anthropic =
+      broken.start() + MessagesStream::error("overloaded_error", "engine restarting");
   const auto messages = sdk_read("anthropic", {anthropic});
   ASSERT_EQ(messages.size(), 1u);
   ASSERT_TRUE(messages[0].contains("thrown")) << messages[0].dump();

@@ -1,11 +1,11 @@
 #include "wire/test_support.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+
+#include <gtest/gtest.h>
 
 namespace kvgate::wire::testing {
 
@@ -25,8 +25,16 @@ std::vector<std::string> all_pointers(const ClientJson& value, const std::string
 }
 
 size_t for_each_mutation(const ClientJson& valid, const std::function<void(const ClientJson&)>& convert) {
-  const ClientJson values[] = {nullptr, true, 3, -1, 1.5, "s", ClientJson::array(), ClientJson::object(),
-                               ClientJson::array({1, "x"}), ClientJson{{"type", "text"}}};
+  const ClientJson values[] = {nullptr,
+                               true,
+                               3,
+                               -1,
+                               1.5,
+                               "s",
+                               ClientJson::array(),
+                               ClientJson::object(),
+                               ClientJson::array({1, "x"}),
+                               ClientJson{{"type", "text"}}};
   size_t tried = 0;
   for (const std::string& pointer : all_pointers(valid)) {
     for (const ClientJson& v : values) {
@@ -47,7 +55,8 @@ std::vector<Event> parse_events(const std::vector<std::string>& sse) {
                         s.compare(s.size() - 2, 2, "\n\n") == 0 && s.find('\n', data + 1) == s.size() - 2;
     EXPECT_TRUE(framed) << "not one SSE event: " << s;
     if (!framed) continue;
-    Event e{s.substr(7, data - 7), ClientJson::parse(s.substr(data + 7, s.size() - 2 - data - 7), nullptr, false)};
+    Event e{s.substr(7, data - 7),
+            ClientJson::parse(s.substr(data + 7, s.size() - 2 - data - 7), nullptr, false)};
     EXPECT_FALSE(e.data.is_discarded()) << s;
     out.push_back(std::move(e));
   }
@@ -183,7 +192,7 @@ void responses_item_event(const Event& e, ResponsesState& s) {
   const std::string type = item["type"];
   if (e.name == "response.output_text.delta" || e.name == "response.reasoning_text.delta" ||
       e.name == "response.function_call_arguments.delta") {
-    const char* expected = type == "message" ? "response.output_text.delta"
+    const char* expected = type == "message"     ? "response.output_text.delta"
                            : type == "reasoning" ? "response.reasoning_text.delta"
                                                  : "response.function_call_arguments.delta";
     EXPECT_EQ(e.name, expected);
@@ -201,9 +210,9 @@ void responses_item_event(const Event& e, ResponsesState& s) {
     EXPECT_EQ(d["item"]["id"], item["id"]);
     EXPECT_NE(d["item"]["status"], "in_progress");
     const ClientJson& done = d["item"];
-    const std::string full = type == "function_call" ? done["arguments"].get<std::string>()
-                             : done["content"].empty()  ? std::string()
-                                                        : done["content"][0]["text"].get<std::string>();
+    const std::string full = type == "function_call"   ? done["arguments"].get<std::string>()
+                             : done["content"].empty() ? std::string()
+                                                       : done["content"][0]["text"].get<std::string>();
     EXPECT_EQ(full, s.text[index]) << "the done item differs from the deltas";
     s.done.push_back(done);
     s.open = -1;
@@ -228,7 +237,8 @@ ClientJson accumulate_responses(const std::vector<Event>& events) {
     if (e.name == "response.created" || e.name == "response.in_progress") {
       EXPECT_LT(i, 2u);
       EXPECT_EQ(e.data["response"]["status"], "in_progress");
-    } else if (e.name == "response.completed" || e.name == "response.incomplete" || e.name == "response.failed") {
+    } else if (e.name == "response.completed" || e.name == "response.incomplete" ||
+               e.name == "response.failed") {
       last = e.data["response"];
       EXPECT_EQ(last["status"], e.name.substr(9));
       if (e.name != "response.failed") {
@@ -258,7 +268,8 @@ ClientJson calls_in_id_order(ClientJson blocks) {
     }
   }
   auto key = [](const ClientJson& b) { return b.contains("call_id") ? b["call_id"] : b["id"]; };
-  std::sort(calls.begin(), calls.end(), [&](const ClientJson& a, const ClientJson& b) { return key(a) < key(b); });
+  std::sort(calls.begin(), calls.end(),
+            [&](const ClientJson& a, const ClientJson& b) { return key(a) < key(b); });
   for (ClientJson& c : calls) out.push_back(std::move(c));
   return out;
 }
@@ -310,7 +321,8 @@ json usage_json(const ChatUsage& u) {
 }
 
 json timings_json(const ChatUsage& u) {
-  return {{"cache_n", u.cached_tokens}, {"prompt_n", u.prompt_tokens - u.cached_tokens},
+  return {{"cache_n", u.cached_tokens},
+          {"prompt_n", u.prompt_tokens - u.cached_tokens},
           {"predicted_n", u.completion_tokens}};
 }
 
@@ -322,7 +334,8 @@ json chat_response(const ReplySpec& spec) {
   if (!spec.calls.empty()) {
     json calls = json::array();
     for (const ToolCall& c : spec.calls) {
-      calls.push_back({{"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}, {"id", c.id}});
+      calls.push_back(
+          {{"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}, {"id", c.id}});
     }
     message["tool_calls"] = std::move(calls);
   }
@@ -399,11 +412,13 @@ std::vector<json> chunks_for(const ReplySpec& spec, std::mt19937& rng, const Chu
 }
 
 ReplySpec random_reply(std::mt19937& rng) {
-  static const char* const kWords[] = {"the", "river", "flows", "é", "日本", "\"q\"", "{", "}", "\n", " ", "x"};
+  static const char* const kWords[] = {"the", "river", "flows", "é", "日本", "\"q\"",
+                                       "{",   "}",     "\n",    " ", "x"};
   auto words = [&](int max) {
     std::string s;
     const int n = std::uniform_int_distribution<int>(0, max)(rng);
-    for (int i = 0; i < n; ++i) s += kWords[std::uniform_int_distribution<size_t>(0, std::size(kWords) - 1)(rng)];
+    for (int i = 0; i < n; ++i)
+      s += kWords[std::uniform_int_distribution<size_t>(0, std::size(kWords) - 1)(rng)];
     return s;
   };
   ReplySpec spec;

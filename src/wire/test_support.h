@@ -87,11 +87,11 @@ struct ReplySpec {
 };
 
 struct ChunkOptions {
-  bool interleave_calls = false;   // tool-call pieces of different calls alternate
-  bool usage_in_finish = false;    // usage rides on the finish chunk (else its own chunk)
-  bool omit_finish = false;        // no chunk carries a finish reason
-  bool omit_usage = false;         // no chunk carries usage
-  bool noise = false;              // empty deltas, role-only deltas and unknown fields
+  bool interleave_calls = false;  // tool-call pieces of different calls alternate
+  bool usage_in_finish = false;   // usage rides on the finish chunk (else its own chunk)
+  bool omit_finish = false;       // no chunk carries a finish reason
+  bool omit_usage = false;        // no chunk carries usage
+  bool noise = false;             // empty deltas, role-only deltas and unknown fields
 };
 
 // The non-streamed chat.completion of `spec`, in llama-server's shape.
