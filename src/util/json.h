@@ -12,4 +12,10 @@ inline std::string json_text(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The same for JSON that keeps its keys in insertion order (client requests and answers
+// whose key order reaches the engine's prompt).
+inline std::string json_text(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 }  // namespace kvgate::util

@@ -7,9 +7,14 @@
 //
 // KV_TRY(expr) returns early from a Status/Result-returning function if `expr` failed;
 // KV_ASSIGN_OR_RETURN(decl, expr) does the same and otherwise binds the value.
+//
+// Result<T, E> carries another error type where a caller needs more than a message (the
+// wire formats answer a client with a status, an error type and a field path); E = Error
+// everywhere else. with_context exists only for Error.
 #pragma once
 
 #include <cassert>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -37,13 +42,13 @@ class Error {
   std::string message_;
 };
 
-template <typename T>
+template <typename T, typename E = Error>
 class [[nodiscard]] Result {
  public:
-  static_assert(!std::is_same_v<T, Error>, "Result<Error> is ambiguous");
+  static_assert(!std::is_same_v<T, E>, "Result<E, E> is ambiguous");
 
   Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(implicit)
-  Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
+  Result(E error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -59,39 +64,42 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
   // REQUIRES: !ok().
-  const Error& error() const& { assert(!ok()); return std::get<1>(state_); }
-  Error&& error() && { assert(!ok()); return std::get<1>(std::move(state_)); }
+  const E& error() const& { assert(!ok()); return std::get<1>(state_); }
+  E&& error() && { assert(!ok()); return std::get<1>(std::move(state_)); }
 
   T value_or(T fallback) const& { return ok() ? value() : std::move(fallback); }
 
-  Result with_context(std::string_view context) && {
+  Result with_context(std::string_view context) &&
+    requires std::is_same_v<E, Error>
+  {
     if (ok()) return std::move(*this);
     return std::move(*this).error().with_context(context);
   }
 
  private:
-  std::variant<T, Error> state_;
+  std::variant<T, E> state_;
 };
 
-template <>
-class [[nodiscard]] Result<void> {
+template <typename E>
+class [[nodiscard]] Result<void, E> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(implicit)
+  Result(E error) : error_(std::move(error)) {}  // NOLINT(implicit)
 
-  bool ok() const { return ok_; }
-  explicit operator bool() const { return ok_; }
-  const Error& error() const& { assert(!ok_); return error_; }
-  Error&& error() && { assert(!ok_); return std::move(error_); }
+  bool ok() const { return !error_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const E& error() const& { assert(!ok()); return *error_; }
+  E&& error() && { assert(!ok()); return std::move(*error_); }
 
-  Result with_context(std::string_view context) && {
-    if (ok_) return {};
-    return std::move(error_).with_context(context);
+  Result with_context(std::string_view context) &&
+    requires std::is_same_v<E, Error>
+  {
+    if (ok()) return {};
+    return std::move(*error_).with_context(context);
   }
 
  private:
-  Error error_{""};
-  bool ok_ = true;
+  std::optional<E> error_;
 };
 
 using Status = Result<void>;

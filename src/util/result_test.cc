@@ -53,5 +53,41 @@ TEST(ResultTest, MoveOnlyValues) {
   EXPECT_EQ(*p, 7);
 }
 
+// An error type other than Error: a status and a field, as a wire format answers a client.
+struct FieldError {
+  int status;
+  std::string field;
+};
+
+Result<int, FieldError> field_value(int x) {
+  if (x < 0) return FieldError{400, "x"};
+  return x;
+}
+
+Result<int, FieldError> field_sum(int a, int b) {
+  KV_ASSIGN_OR_RETURN(int va, field_value(a));
+  KV_ASSIGN_OR_RETURN(int vb, field_value(b));
+  return va + vb;
+}
+
+Result<void, FieldError> field_check(int x) {
+  KV_TRY(field_value(x));
+  return {};
+}
+
+TEST(ResultTest, OtherErrorTypesPropagate) {
+  auto good = field_sum(1, 2);
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, 3);
+  auto bad = field_sum(1, -2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().status, 400);
+  EXPECT_EQ(bad.error().field, "x");
+  EXPECT_TRUE(field_check(0).ok());
+  auto s = field_check(-1);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().status, 400);
+}
+
 }  // namespace
 }  // namespace kvgate::util
