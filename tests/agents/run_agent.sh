@@ -21,8 +21,10 @@
 #   AGENT_HOME               HOME for the CLI (default OUTDIR/home, new for each run); point
 #                            several runs at one folder to run them as one user would
 #   AGENT_MAX_OUTPUT_TOKENS  cap on each answer, set through the CLI's own setting (Claude Code
-#                            CLAUDE_CODE_MAX_OUTPUT_TOKENS, Codex model_max_output_tokens, Qwen
-#                            Code model.generationConfig.max_tokens); unset = the CLI's default
+#                            CLAUDE_CODE_MAX_OUTPUT_TOKENS, Qwen Code
+#                            model.generationConfig.samplingParams.max_tokens); unset = the CLI's
+#                            default. Codex has no such setting (it sends no max_output_tokens):
+#                            cap it at the server (llama-server -n N)
 #   AGENT_MAX_TURNS          cap on model turns (Claude Code --max-turns, Qwen Code
 #                            --max-session-turns; Codex has no such option)
 #
@@ -93,7 +95,6 @@ case "$cli" in
       echo 'approval_policy = "never"'
       echo 'sandbox_mode = "read-only"'
       echo 'check_for_update_on_startup = false'
-      if [[ -n "$max_out" ]]; then echo "model_max_output_tokens = $max_out"; fi
       echo
       echo '[model_providers.kvgate]'
       echo 'name = "kvgate"'
@@ -127,7 +128,7 @@ case "$cli" in
     [[ -f "$bin" ]] || die "no Qwen Code under $modules/@qwen-code/qwen-code"
     mkdir -p "$home/.qwen"
     generation=''
-    if [[ -n "$max_out" ]]; then generation=", \"generationConfig\": {\"max_tokens\": $max_out}"; fi
+    if [[ -n "$max_out" ]]; then generation=", \"generationConfig\": {\"samplingParams\": {\"max_tokens\": $max_out}}"; fi
     cat > "$home/.qwen/settings.json" <<EOF
 {
   "security": { "auth": { "selectedType": "openai" } },
