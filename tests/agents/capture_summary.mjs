@@ -8,8 +8,8 @@
 //             prompt_n = prompt tokens it evaluated; cached share = cache_n / (cache_n + prompt_n)
 //   usage     the API's usage object: chat completions prompt_tokens and
 //             prompt_tokens_details.cached_tokens, responses input_tokens and
-//             input_tokens_details.cached_tokens, messages input_tokens and
-//             cache_read_input_tokens
+//             input_tokens_details.cached_tokens, messages cache_read_input_tokens of
+//             input_tokens + cache_read_input_tokens + cache_creation_input_tokens
 import fs from "node:fs";
 import path from "node:path";
 
@@ -40,24 +40,34 @@ function findAll(v, name, out = []) {
   return out;
 }
 
+// The prompt, cached and output counts of one usage object, in any of the three APIs. Messages
+// (Anthropic) counts cached prompt tokens apart from input_tokens; the others include them.
+function promptUsage(u) {
+  if ("cache_read_input_tokens" in u || "cache_creation_input_tokens" in u) {
+    const cached = u.cache_read_input_tokens ?? 0;
+    return { prompt: u.input_tokens + cached + (u.cache_creation_input_tokens ?? 0), cached, output: u.output_tokens };
+  }
+  return {
+    prompt: u.prompt_tokens ?? u.input_tokens,
+    cached: u.prompt_tokens_details?.cached_tokens ?? u.input_tokens_details?.cached_tokens,
+    output: u.completion_tokens ?? u.output_tokens,
+  };
+}
+
 function figures(response) {
   if (!response) return {};
   const evs = events(response.body);
   const timings = evs.flatMap((e) => findAll(e, "timings")).filter((t) => "prompt_n" in t).pop();
   const usage = evs.flatMap((e) => findAll(e, "usage"))
-    .filter((u) => ["prompt_tokens", "input_tokens"].some((k) => typeof u[k] === "number" && u[k] > 0)).pop();
+    .filter((u) => ["prompt_tokens", "input_tokens"].some((k) => typeof u[k] === "number")).pop();
   const out = {};
   if (timings) {
     out.timings = { cache_n: timings.cache_n, prompt_n: timings.prompt_n, predicted_n: timings.predicted_n };
   }
-  if (usage) {
-    out.usage = {
-      prompt: usage.prompt_tokens ?? usage.input_tokens,
-      cached: usage.prompt_tokens_details?.cached_tokens ?? usage.input_tokens_details?.cached_tokens ??
-        usage.cache_read_input_tokens,
-      output: usage.completion_tokens ?? usage.output_tokens,
-    };
-  }
+  if (usage) out.usage = promptUsage(usage);
+  // A messages stream reports the output count apart, in its last message_delta.
+  const last = evs.flatMap((e) => findAll(e, "usage")).filter((u) => typeof u.output_tokens === "number").pop();
+  if (out.usage && last) out.usage.output = last.output_tokens;
   const stop = evs.flatMap((e) => [e.stop_reason, e.delta?.stop_reason, e.choices?.[0]?.finish_reason,
     e.response?.status]).filter(Boolean).pop();
   if (stop) out.stop = stop;

@@ -9,7 +9,8 @@
 //   --width N  characters of context shown around a change inside a string (default 60)
 //   --lines N  changed lines shown per side for a multi-line string (default 6)
 // A string holding a JSON object is compared as one (its path ends in `<json>`).
-// Arrays whose elements are all objects with distinct `name`s (tool lists) are matched by name,
+// Arrays whose elements are all objects with distinct names (`name` or `function.name`: tool
+// lists) are matched by name,
 // so an inserted or reordered tool is reported as such; other arrays are compared index by
 // index, so items appended to a conversation are reported as added.
 // Exits 0 whether or not the documents differ (1 on bad input).
@@ -42,9 +43,12 @@ function comparable(doc) {
 
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 
+// The name of a tool: top-level (Anthropic, Responses) or under `function` (chat completions).
+const nameOf = (e) => (isObject(e) ? (typeof e.name === "string" ? e.name : e.function?.name) : undefined);
+
 function keyed(array) {
-  if (array.length === 0 || !array.every((e) => isObject(e) && typeof e.name === "string")) return null;
-  const map = new Map(array.map((e) => [e.name, e]));
+  if (array.length === 0 || !array.every((e) => typeof nameOf(e) === "string")) return null;
+  const map = new Map(array.map((e) => [nameOf(e), e]));
   return map.size === array.length ? map : null;
 }
 
