@@ -6,11 +6,14 @@
 # Writes a random-weight qwen3 model with the release's tokenizer (`kvgate synth --preset
 # tiny-qwen3`), starts the pinned engine on it (-c 32768 -np 1 --jinja: one slot, large enough
 # for Claude Code's first prompt), then runs each CLI RUNS times (default 3) in one working folder
-# with one HOME, as one user would, each run through its own record_proxy.mjs. Leaves:
+# with one HOME, as one user would, each run through its own record_proxy.mjs, and then once more
+# continuing the last run's conversation with a second prompt (run_agent.sh AGENT_CONTINUE=1, in
+# OUTDIR/<cli>/continue). Leaves:
 #   OUTDIR/engine.log                       the engine's output
 #   OUTDIR/paths.env                        the working folder and HOME of each CLI
 #   OUTDIR/<cli>/run<N>/requests/NNN.json   every exchange of the run (record_proxy.mjs)
 #   OUTDIR/<cli>/run<N>/{stdout.txt,stderr.txt,exit_code,elapsed_s,command.txt}  (run_agent.sh)
+#   OUTDIR/<cli>/continue/...               the same for the continued conversation
 # then prints the summary of tests/agents/capture_summary.mjs.
 #
 # The engine's sampling is biased (--logit-bias; the requests themselves are left as the CLIs
@@ -111,8 +114,13 @@ for cli in "${clis[@]}"; do
   cp -r "$here/workdir/." "$workdir/"
   echo "${cli}_workdir=$workdir" >> "$outdir/paths.env"
   echo "${cli}_home=$home" >> "$outdir/paths.env"
-  for run in $(seq "$runs"); do
+  for run in $(seq "$runs") continue; do
     rundir=$outdir/$cli/run$run
+    continued=()
+    if [[ "$run" == continue ]]; then
+      rundir=$outdir/$cli/continue
+      continued=(AGENT_CONTINUE=1 "AGENT_PROMPT=Now say in one sentence what tides.py prints.")
+    fi
     rm -rf "$rundir"
     mkdir -p "$rundir"
     node "$here/record_proxy.mjs" --upstream "http://127.0.0.1:$port" --out "$rundir/requests" \
@@ -120,12 +128,13 @@ for cli in "${clis[@]}"; do
     proxy_pid=$!
     for _ in $(seq 50); do [[ -s "$rundir/proxy.port" ]] && break; sleep 0.1; done
     [[ -s "$rundir/proxy.port" ]] || die "the recording proxy did not start; see $rundir/proxy.log"
-    AGENT_HOME=$home "$here/run_agent.sh" "$cli" "http://127.0.0.1:$(cat "$rundir/proxy.port")" "$workdir" "$rundir"
+    env AGENT_HOME="$home" "${continued[@]}" \
+      "$here/run_agent.sh" "$cli" "http://127.0.0.1:$(cat "$rundir/proxy.port")" "$workdir" "$rundir"
     kill "$proxy_pid"
     wait "$proxy_pid" 2>/dev/null || true
     proxy_pid=
     rm -f "$rundir/proxy.port"
-    echo "capture: $cli run $run: exit $(cat "$rundir/exit_code") after $(cat "$rundir/elapsed_s") s," \
+    echo "capture: $cli $(basename "$rundir"): exit $(cat "$rundir/exit_code") after $(cat "$rundir/elapsed_s") s," \
       "$(ls "$rundir/requests" 2>/dev/null | wc -l) requests" >&2
   done
 done

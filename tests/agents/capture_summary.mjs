@@ -125,7 +125,7 @@ function main() {
     const cliDir = path.join(dir, cli);
     if (!fs.statSync(cliDir).isDirectory()) continue;
     summary[cli] = {};
-    for (const run of fs.readdirSync(cliDir).filter((r) => /^run\d+$/.test(r)).sort()) {
+    for (const run of fs.readdirSync(cliDir).filter((r) => /^(run\d+|continue)$/.test(r)).sort()) {
       summary[cli][run] = summariseRun(path.join(cliDir, run));
     }
   }

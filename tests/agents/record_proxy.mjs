@@ -14,7 +14,8 @@
 // (an event stream included) as its raw text; bytes that are not UTF-8 as base64 (`body_base64`).
 // Credentials (authorization, x-api-key, cookie, proxy-authorization) are replaced by
 // "<redacted>". The request is written as soon as it is read, the answer added when it ends,
-// so a client killed mid-answer still leaves its request behind.
+// so a client killed mid-answer still leaves its request behind; an answer cut short by either
+// side is recorded as far as it came, with response.error saying so.
 //
 // Plain node, no dependencies. Stops on SIGTERM/SIGINT.
 import fs from "node:fs";
@@ -177,7 +178,10 @@ function relay(record, recorder, started, upRes, res) {
     chunks.push(c);
     res.write(c);
   });
+  let finished = false;
   const finish = (error) => {
+    if (finished) return;
+    finished = true;
     record.response = {
       status: upRes.statusCode,
       headers: upRes.headers,
@@ -190,6 +194,9 @@ function relay(record, recorder, started, upRes, res) {
   };
   upRes.on("end", () => finish(null));
   upRes.on("error", (err) => finish(String(err.message || err)));
+  // A client may hang up before the upstream ends its answer (Codex closes the stream once it
+  // has read response.completed): what arrived until then is recorded, marked incomplete.
+  upRes.on("close", () => finish(upRes.complete ? null : "incomplete: the connection closed before the answer ended"));
   res.on("close", () => {
     if (!upRes.complete) upRes.destroy();
   });

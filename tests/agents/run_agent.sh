@@ -27,6 +27,9 @@
 #                            cap it at the server (llama-server -n N)
 #   AGENT_MAX_TURNS          cap on model turns (Claude Code --max-turns, Qwen Code
 #                            --max-session-turns; Codex has no such option)
+#   AGENT_CONTINUE           1 = continue the most recent conversation of this HOME and
+#                            WORKDIR with the prompt as the next user turn (Claude Code
+#                            --continue, Codex exec resume --last, Qwen Code --continue)
 #
 # Every CLI gets a private HOME, so nothing of the caller's configuration is read or written,
 # and each CLI's documented switches for telemetry, update checks, error reports and other
@@ -50,6 +53,7 @@ time_limit=${AGENT_TIMEOUT:-300}
 home=${AGENT_HOME:-$outdir/home}
 max_out=${AGENT_MAX_OUTPUT_TOKENS:-}
 max_turns=${AGENT_MAX_TURNS:-}
+continue_last=${AGENT_CONTINUE:-0}
 mkdir -p "$home"
 home=$(cd "$home" && pwd)
 modules=$here/node_modules
@@ -83,6 +87,7 @@ case "$cli" in
     if [[ -n "$max_out" ]]; then env_cli+=(CLAUDE_CODE_MAX_OUTPUT_TOKENS="$max_out"); fi
     args=("$bin" -p "$prompt" --output-format json)
     if [[ -n "$max_turns" ]]; then args+=(--max-turns "$max_turns"); fi
+    if [[ "$continue_last" == 1 ]]; then args+=(--continue); fi
     ;;
   codex)
     bin=$modules/@openai/codex/bin/codex.js
@@ -121,7 +126,9 @@ case "$cli" in
       echo 'plugins = false'
     } > "$codex_home/config.toml"
     env_cli=(CODEX_HOME="$codex_home" KVGATE_API_KEY="$api_key")
-    args=(node "$bin" exec --skip-git-repo-check --strict-config --color never "$prompt")
+    args=(node "$bin" exec --skip-git-repo-check --strict-config --color never)
+    if [[ "$continue_last" == 1 ]]; then args+=(resume --last); fi
+    args+=("$prompt")
     ;;
   qwen)
     bin=$modules/@qwen-code/qwen-code/cli-entry.js
@@ -141,6 +148,7 @@ EOF
     env_cli=(OPENAI_BASE_URL="$base_url/v1" OPENAI_API_KEY="$api_key" OPENAI_MODEL="$model")
     args=(node "$bin" --output-format json "$prompt")
     if [[ -n "$max_turns" ]]; then args+=(--max-session-turns "$max_turns"); fi
+    if [[ "$continue_last" == 1 ]]; then args+=(--continue); fi
     ;;
   *) die "unknown CLI '$cli' (claude, codex or qwen)" ;;
 esac
