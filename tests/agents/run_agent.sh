@@ -34,7 +34,8 @@
 # Every CLI gets a private HOME, so nothing of the caller's configuration is read or written,
 # and each CLI's documented switches for telemetry, update checks, error reports and other
 # calls to its vendor are set (tests/fixtures/agents/README.md says which and why). The
-# binaries come from tests/agents/node_modules (npm ci --prefix tests/agents).
+# binaries come from tests/agents/node_modules (npm install --prefix tests/agents: see
+# tests/fixtures/agents/README.md for why not npm ci).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,7 +58,7 @@ continue_last=${AGENT_CONTINUE:-0}
 mkdir -p "$home"
 home=$(cd "$home" && pwd)
 modules=$here/node_modules
-[[ -d "$modules" ]] || die "no $modules: run npm ci --prefix tests/agents"
+[[ -d "$modules" ]] || die "no $modules: run npm install --prefix tests/agents"
 
 # The variables every CLI runs with: a private HOME and XDG folders, no proxy, no colour.
 env_common=(
