@@ -9,6 +9,13 @@
 # Extra arguments are passed to ctest (e.g. -R Gguf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Compiled objects are cached outside the checkout by ccache (installed by setup.sh), with
+# paths taken relative to the checkout: a fresh clone of code built before, in any folder,
+# compiles only what changed. CMake reads the launcher when it first configures a build dir.
+if command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+fi
 scripts/setup.sh
 
 jobs=$(nproc)
