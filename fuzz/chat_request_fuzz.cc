@@ -1,7 +1,7 @@
-// libFuzzer target: a client's chat request body, through what the gateway does to it before
-// any engine sees it: JSON parsing, history repair, validation into a ChatRequest, the
-// thinking policy, historical reasoning dropped, tool results put in call order, and the
-// conversation's hash chain. Nothing may crash; a body that validates must keep validating
+// libFuzzer target: a client's chat request body, through what a chat turn does to it before
+// any engine sees it (gateway/turn_request.h): JSON parsing, the bounds, history repair,
+// validation into a ChatRequest, the thinking policy, historical reasoning dropped, tool
+// results put in call order, and the conversation's hash chain. Nothing may crash; a body that validates must keep validating
 // after each step (the steps never make a valid request invalid), and the steps are
 // deterministic.
 //
@@ -9,8 +9,9 @@
 //   - depth: each '@' in the input becomes D opening brackets and each '~' D closing ones,
 //     D = 1,000 × the input's first byte (up to 255,000 levels), so a deep value can sit in
 //     any field of any corpus body. An accepted body is then copied, moved, assigned into
-//     and dumped the way the gateway does (chat.cc: `json b = body`, body.dump() for
-//     /apply-template, dump_json for logs): the unbounded parse of the past died here.
+//     and written the way the gateway does (a debug log's copy, json_text_with for the
+//     upstream body and /apply-template, dump_json for logs): the unbounded parse of the
+//     past died here.
 //   - cost: the work of an accepted body (messages, bytes handed to hashing and to the token
 //     counter) must stay within a constant factor of the input bytes and the message bound,
 //     and one run within a time proportional to its input.
@@ -26,11 +27,10 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/request_limits.h"
-#include "rescue/history_repair.h"
+#include "gateway/turn_request.h"
 #include "rescue/relaxed_json.h"
 #include "session/normalize.h"
-#include "session/stabiliser.h"
-#include "session/thinking.h"
+#include "util/json.h"
 
 namespace {
 
@@ -45,39 +45,33 @@ void check(bool ok) {
 
 const RequestLimits kLimits{.max_messages = 64, .context_tokens = 256, .max_token_bytes = 16};
 
-// What the gateway does with an accepted body besides reading it: copies (count_view's
-// `json b = body`), assignment of the messages into a copy, a move, and dumps.
+// What the gateway does with an accepted body besides reading it: a copy with the messages
+// assigned (the debug log), a move, the body written with other messages
+// (json_text_with), and dumps.
 void copy_like_the_gateway(const json& body) {
   json b = body;
   b["messages"] = body["messages"];
   json moved = std::move(b);
   check(moved.dump() == body.dump());
+  check(kvgate::util::json_text_with(body, "messages", body["messages"]) == body.dump());
   check(!dump_json(moved).empty());
 }
 
 // The gateway's preprocessing of one body; returns the final body (null when refused).
 json preprocess(std::string_view text, bool thinking_default) {
-  json raw;
-  if (parse_json_body(text, raw)) return nullptr;
-  check(json_depth_within(raw, kMaxJsonDepth));
-  if (check_chat_limits(raw, kLimits)) return nullptr;
-  if (raw.is_object() && raw.contains("messages") && raw["messages"].is_array()) {
-    const bool had_tools = raw.contains("tools");
-    auto rh = repair_history(raw["messages"], had_tools ? raw["tools"] : json());
-    raw["messages"] = std::move(rh.messages);
-    if (had_tools) raw["tools"] = std::move(rh.tools);
-  }
-  ChatRequest req;
-  if (make_chat_request(std::move(raw), req)) return nullptr;
+  auto raw = parse_json_body(text);
+  if (!raw.ok()) return nullptr;
+  check(json_depth_within(*raw, kMaxJsonDepth));
+  auto prepared = prepare_chat(std::move(*raw), kLimits);
+  if (!prepared.ok()) return nullptr;
+  ChatRequest& req = prepared->request;
   check(req.body.is_object() && req.body["messages"].is_array() && !req.body["messages"].empty());
-  check(!validate_chat_body(req.body).has_value());
+  check(validate_chat_body(req.body).ok());
   ThinkingOptions options;
   options.default_on = thinking_default;
-  apply_thinking_policy(req.body, options);
-  strip_history_reasoning(req.body["messages"]);
-  reorder_tool_results(req.body["messages"]);
+  stabilise(req.body, options, StabiliserOptions{});
   // The steps keep the request valid for the engine-bound flow.
-  check(!validate_chat_body(req.body).has_value());
+  check(validate_chat_body(req.body).ok());
   const auto chain = chain_hashes(req.body["messages"]);
   check(chain.size() == req.body["messages"].size());
   check(req.body["messages"].size() <= kLimits.max_messages);
@@ -124,7 +118,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   json b = preprocess(text, thinking);
   check(dump_json(a) == dump_json(b));
   // parse_chat_request (no repair) must agree with itself and never throw.
-  ChatRequest direct;
-  (void)parse_chat_request(text, direct);
+  (void)parse_chat_request(text);
   return 0;
 }

@@ -5,15 +5,12 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "http/client.h"
+#include "util/time.h"
+
 namespace kvgate::bench {
 
-namespace {
-
-double ms_between(HttpClient::Clock::time_point a, HttpClient::Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
+using util::ms_between;
 
 std::string Endpoint::url() const { return fmt::format("http://{}:{}", host, port); }
 
@@ -54,14 +51,14 @@ nlohmann::json HttpAnswer::json() const {
 HttpClient::HttpClient(Endpoint endpoint, std::chrono::seconds read_timeout, bool keep_alive)
     : endpoint_(std::move(endpoint)),
       keep_alive_(keep_alive),
-      client_(std::make_unique<httplib::Client>(endpoint_.host, endpoint_.port)) {
-  client_->set_keep_alive(keep_alive);
-  client_->set_tcp_nodelay(true);  // as curl and most HTTP clients: no Nagle delay between head and body
-  client_->set_connection_timeout(std::chrono::seconds(10));
-  client_->set_read_timeout(read_timeout);
-  client_->set_write_timeout(std::chrono::seconds(120));
-  if (!endpoint_.api_key.empty()) client_->set_bearer_token_auth(endpoint_.api_key.c_str());
-}
+      // tcp_nodelay as curl and most HTTP clients: no Nagle delay between head and body.
+      client_(http::make_client(endpoint_.host, endpoint_.port,
+                                {.connect_timeout = std::chrono::seconds(10),
+                                 .read_timeout = read_timeout,
+                                 .write_timeout = std::chrono::seconds(120),
+                                 .keep_alive = keep_alive,
+                                 .tcp_nodelay = true,
+                                 .bearer_token = endpoint_.api_key})) {}
 
 HttpClient::~HttpClient() = default;
 
@@ -109,7 +106,6 @@ StreamedAnswer HttpClient::post_stream(
   req.body = body;
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept", "text/event-stream");
-  if (!endpoint_.api_key.empty()) req.set_header("Authorization", "Bearer " + endpoint_.api_key);
   const auto t0 = Clock::now();
   req.response_handler = [&](const httplib::Response& r) {
     a.status = r.status;

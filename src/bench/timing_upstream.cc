@@ -4,17 +4,18 @@
 
 namespace kvgate::bench {
 
-std::variant<gateway::UpstreamResponse, gateway::UpstreamError> TimingUpstream::call(
-    const std::string& method, const std::string& path, const std::string& body,
-    std::chrono::milliseconds timeout, gateway::CancelScope* cancel) {
+gateway::UpstreamResult<gateway::UpstreamResponse> TimingUpstream::call(const std::string& method,
+                                                                        const std::string& path,
+                                                                        const std::string& body,
+                                                                        std::chrono::milliseconds timeout,
+                                                                        gateway::CancelScope* cancel) {
   return inner_->call(method, path, body, timeout, cancel);
 }
 
-std::variant<int, gateway::UpstreamError> TimingUpstream::stream(const std::string& path,
-                                                                 const std::string& body,
-                                                                 const gateway::StreamHandlers& handlers,
-                                                                 std::chrono::milliseconds idle_timeout,
-                                                                 gateway::CancelScope* cancel) {
+gateway::UpstreamResult<int> TimingUpstream::stream(const std::string& path, const std::string& body,
+                                                    const gateway::StreamHandlers& handlers,
+                                                    std::chrono::milliseconds idle_timeout,
+                                                    gateway::CancelScope* cancel) {
   http::SseParser parser;
   gateway::StreamHandlers wrapped;
   wrapped.on_start = handlers.on_start;

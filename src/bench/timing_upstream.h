@@ -22,15 +22,12 @@ class TimingUpstream : public gateway::Upstream {
   using Clock = std::chrono::steady_clock;
   explicit TimingUpstream(std::shared_ptr<gateway::Upstream> inner) : inner_(std::move(inner)) {}
 
-  std::variant<gateway::UpstreamResponse, gateway::UpstreamError> call(const std::string& method,
-                                                                       const std::string& path,
-                                                                       const std::string& body,
-                                                                       std::chrono::milliseconds timeout,
-                                                                       gateway::CancelScope* cancel) override;
-  std::variant<int, gateway::UpstreamError> stream(const std::string& path, const std::string& body,
-                                                   const gateway::StreamHandlers& handlers,
-                                                   std::chrono::milliseconds idle_timeout,
-                                                   gateway::CancelScope* cancel) override;
+  gateway::UpstreamResult<gateway::UpstreamResponse> call(const std::string& method, const std::string& path,
+                                                          const std::string& body, std::chrono::milliseconds timeout,
+                                                          gateway::CancelScope* cancel) override;
+  gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body,
+                                      const gateway::StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                      gateway::CancelScope* cancel) override;
   gateway::EngineEndpoint endpoint() override { return inner_->endpoint(); }
 
   // The raw text of every data event of streamed answers since the last take(), with the

@@ -29,6 +29,7 @@
 #include "testing/gateway_e2e.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
+#include "util/time.h"
 
 namespace kvgate::cli {
 namespace {
@@ -41,9 +42,7 @@ using testing::stream_request;
 using testing::UpProcess;
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
+using util::ms_since;
 
 int run(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()); }
 

@@ -6,19 +6,18 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http/client.h"
+
 namespace kvgate::engine {
 namespace {
 
-httplib::Headers auth(const EngineEndpoint& ep) {
-  if (ep.api_key.empty()) return {};
-  return {{"Authorization", "Bearer " + ep.api_key}};
-}
-
-void configure(httplib::Client& client, Millis timeout) {
-  client.set_connection_timeout(std::min<Millis>(timeout, Millis(2000)));
-  client.set_read_timeout(timeout);
-  client.set_write_timeout(timeout);
-  client.set_keep_alive(false);
+// Every probe carries the engine's key (/health needs none, and ignores it).
+std::unique_ptr<httplib::Client> client_for(const EngineEndpoint& ep, Millis timeout) {
+  return http::make_client(ep.host, ep.port,
+                           {.connect_timeout = std::min<Millis>(timeout, Millis(2000)),
+                            .read_timeout = timeout,
+                            .write_timeout = timeout,
+                            .bearer_token = ep.api_key});
 }
 
 std::string snippet(const std::string& body) {
@@ -40,24 +39,18 @@ CheckResult from(const httplib::Result& res, std::string_view what, Millis timeo
 }  // namespace
 
 CheckResult HttpEngineProber::health(const EngineEndpoint& ep, Millis timeout) {
-  httplib::Client client(ep.host, ep.port);
-  configure(client, timeout);
-  return from(client.Get("/health"), "GET /health", timeout);
+  return from(client_for(ep, timeout)->Get("/health"), "GET /health", timeout);
 }
 
 CheckResult HttpEngineProber::deep(const EngineEndpoint& ep, Millis timeout) {
-  httplib::Client client(ep.host, ep.port);
-  configure(client, timeout);
-  auto res = client.Get("/slots", auth(ep));
+  auto res = client_for(ep, timeout)->Get("/slots");
   if (res && (res->status == 404 || res->status == 501)) return completion(ep, timeout);
   return from(res, "GET /slots", timeout);
 }
 
 CheckResult HttpEngineProber::completion(const EngineEndpoint& ep, Millis timeout) {
-  httplib::Client client(ep.host, ep.port);
-  configure(client, timeout);
   const nlohmann::json body = {{"prompt", "Hello"}, {"max_tokens", 1}, {"temperature", 0}, {"stream", false}};
-  auto res = client.Post("/v1/completions", auth(ep), body.dump(), "application/json");
+  auto res = client_for(ep, timeout)->Post("/v1/completions", body.dump(), "application/json");
   CheckResult r = from(res, "1-token completion", timeout);
   if (!r.ok) return r;
   const auto reply = nlohmann::json::parse(res->body, nullptr, false);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "util/time.h"
+
 namespace kvgate::gateway {
 
 using Clock = std::chrono::steady_clock;
@@ -88,8 +90,8 @@ int Admission::retry_after_locked(size_t ahead) const {
   return static_cast<int>(std::clamp(std::ceil(s), 1.0, 60.0));
 }
 
-std::variant<Admission::Ticket, Admission::Refusal> Admission::enter(
-    const std::string& key, const std::function<bool()>& client_gone) {
+Result<Admission::Ticket, Admission::Refusal> Admission::enter(const std::string& key,
+                                                              const std::function<bool()>& client_gone) {
   const auto arrived = Clock::now();
   const auto deadline = arrived + options_.max_wait;
   std::unique_lock lock(mu_);
@@ -177,7 +179,7 @@ std::variant<Admission::Ticket, Admission::Refusal> Admission::enter(
 }
 
 void Admission::leave(const std::string& key, Clock::time_point since) {
-  const double held_ms = std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+  const double held_ms = util::ms_since(since);
   {
     std::lock_guard lock(mu_);
     --active_;

@@ -34,9 +34,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <variant>
 
 #include <nlohmann/json.hpp>
+
+#include "util/result.h"
 
 namespace kvgate::gateway {
 
@@ -83,8 +84,7 @@ class Admission {
 
   // Waits for a place for `key` (a session id; use a unique key for requests without one).
   // `client_gone` is polled while waiting (every 100 ms); a gone client gives kClientGone.
-  std::variant<Ticket, Refusal> enter(const std::string& key,
-                                      const std::function<bool()>& client_gone = nullptr);
+  Result<Ticket, Refusal> enter(const std::string& key, const std::function<bool()>& client_gone = nullptr);
 
   struct Stats {
     size_t active = 0;

@@ -13,8 +13,8 @@ using namespace std::chrono_literals;
 
 Admission::Ticket take(Admission& a, const std::string& key) {
   auto r = a.enter(key);
-  EXPECT_TRUE(std::holds_alternative<Admission::Ticket>(r)) << std::get<Admission::Refusal>(r).message;
-  return std::move(std::get<Admission::Ticket>(r));
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return std::move(r).value();
 }
 
 // Starts a thread that enters with `key`, records the admission order, holds its place until
@@ -28,7 +28,7 @@ struct Waiter {
 void start(Waiter& w, Admission& a, const std::string& key, std::mutex& mu, std::vector<std::string>& order) {
   w.thread = std::thread([&w, &a, &mu, &order, key] {
     auto r = a.enter(key);
-    if (!std::holds_alternative<Admission::Ticket>(r)) return;
+    if (!r.ok()) return;
     {
       std::lock_guard lock(mu);
       order.push_back(key);
@@ -110,8 +110,8 @@ TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
   wait_waiting(a, 2);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = a.enter("C");
-  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
-  const auto& refusal = std::get<Admission::Refusal>(r);
+  ASSERT_FALSE(r.ok());
+  const auto& refusal = r.error();
   EXPECT_EQ(refusal.reason, Admission::Refusal::Reason::kQueueFull);
   EXPECT_STREQ(refusal.code(), "queue_full");
   EXPECT_GE(refusal.retry_after_s, 1);
@@ -137,8 +137,8 @@ TEST(AdmissionTest, OneSessionCannotFillTheQueue) {
   start(w2, a, "A", mu, order);
   wait_waiting(a, 2);
   auto r = a.enter("A");
-  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
-  EXPECT_EQ(std::get<Admission::Refusal>(r).reason, Admission::Refusal::Reason::kKeyQueueFull);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().reason, Admission::Refusal::Reason::kKeyQueueFull);
   // Another session still gets in line.
   Waiter b;
   start(b, a, "B", mu, order);
@@ -160,8 +160,8 @@ TEST(AdmissionTest, WaitIsBoundedAndAGoneClientLeavesTheQueue) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = a.enter("B");
   const auto waited = std::chrono::steady_clock::now() - t0;
-  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r));
-  EXPECT_EQ(std::get<Admission::Refusal>(r).reason, Admission::Refusal::Reason::kTimeout);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().reason, Admission::Refusal::Reason::kTimeout);
   EXPECT_GE(waited, 150ms);
   EXPECT_LT(waited, 1s);
   EXPECT_EQ(a.stats().waiting, 0u);
@@ -175,8 +175,8 @@ TEST(AdmissionTest, WaitIsBoundedAndAGoneClientLeavesTheQueue) {
   auto held_b = take(b, "A");
   auto r2 = b.enter("B", [&] { return gone.load(); });
   t.join();
-  ASSERT_TRUE(std::holds_alternative<Admission::Refusal>(r2));
-  EXPECT_EQ(std::get<Admission::Refusal>(r2).reason, Admission::Refusal::Reason::kClientGone);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().reason, Admission::Refusal::Reason::kClientGone);
   EXPECT_EQ(b.stats().waiting, 0u);
   EXPECT_EQ(b.stats().client_gone, 1u);
 }
@@ -190,7 +190,7 @@ TEST(AdmissionTest, ManyThreadsNeverExceedTheBound) {
     threads.emplace_back([&, i] {
       for (int k = 0; k < 20; ++k) {
         auto r = a.enter("s" + std::to_string(i % 7));
-        ASSERT_TRUE(std::holds_alternative<Admission::Ticket>(r));
+        ASSERT_TRUE(r.ok());
         const int now = ++inside;
         int p = peak.load();
         while (now > p && !peak.compare_exchange_weak(p, now)) {

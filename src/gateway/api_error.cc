@@ -66,4 +66,9 @@ ApiError internal_error(std::string message) {
   return {.status = 500, .type = "server_error", .message = std::move(message), .code = "internal_error"};
 }
 
+ApiError context_length_exceeded(std::string message) {
+  return {.status = 400, .type = "invalid_request_error", .message = std::move(message),
+          .code = "context_length_exceeded"};
+}
+
 }  // namespace kvgate::gateway

@@ -5,13 +5,17 @@
 //
 // Every failure the gateway reports to a client goes through this type and one mapper
 // (to_json + status), so status codes and shapes are consistent across routes. Messages say
-// what was wrong, where (the field path) and, where useful, what to do.
+// what was wrong, where (the field path) and, where useful, what to do. Functions that can
+// refuse a request return ApiResult<T> / ApiStatus (util/result.h with ApiError as the
+// error); a wire API other than chat completions renders the same ApiError in its own shape.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "util/result.h"
 
 namespace kvgate::gateway {
 
@@ -40,5 +44,11 @@ ApiError gateway_timeout(std::string message);
 // The engine failed: 502 with the engine's own message where it gave one.
 ApiError bad_gateway(std::string message);
 ApiError internal_error(std::string message);
+// 400 context_length_exceeded: the conversation cannot be brought within the engine's context.
+ApiError context_length_exceeded(std::string message);
+
+template <typename T>
+using ApiResult = Result<T, ApiError>;
+using ApiStatus = Result<void, ApiError>;
 
 }  // namespace kvgate::gateway

@@ -1,6 +1,6 @@
 // Parsing and validation of OpenAI chat-completion requests at the edge.
 //
-// parse_chat_request() turns a request body into a ChatRequest or an ApiError (400) that
+// parse_chat_request() turns a request body into a ChatRequest, or the ApiError (400) that
 // names the offending field ("messages[3].role must be one of ..."). Validation covers what
 // kvgate itself relies on (messages and their roles and content shapes, stream, n, token
 // limits, tools, session hints); other fields pass through to the engine untouched, which
@@ -32,12 +32,20 @@ struct ChatRequest {
   const nlohmann::json& messages() const { return body.at("messages"); }
 };
 
-// Returns the error to answer with, or nullopt when `out` was filled.
-std::optional<ApiError> parse_chat_request(std::string_view text, ChatRequest& out);
+// The request, or the error to answer with.
+ApiResult<ChatRequest> parse_chat_request(std::string_view text);
 // The same for a body that is already parsed (e.g. after history repair).
-std::optional<ApiError> make_chat_request(nlohmann::json body, ChatRequest& out);
+ApiResult<ChatRequest> make_chat_request(nlohmann::json body);
 // Validates an already parsed body (same rules); used for requests built internally too.
-std::optional<ApiError> validate_chat_body(const nlohmann::json& body);
+ApiStatus validate_chat_body(const nlohmann::json& body);
+
+// What a chat body asks of the answer's shape: stream, and stream_options.include_usage
+// (fields of another type count as absent; validate_chat_body refuses them).
+struct StreamFlags {
+  bool stream = false;
+  bool include_usage = false;
+};
+StreamFlags stream_flags(const nlohmann::json& body);
 
 // The largest max_tokens / max_completion_tokens / n_predict accepted (the engines keep it in
 // an int32); -1 means no limit.
@@ -45,7 +53,7 @@ inline constexpr int64_t kMaxReplyTokens = 2147483647;
 
 // Validates a raw text-completion body (/v1/completions): an object with a prompt, stream a
 // boolean, max_tokens / n_predict in range. The rest is the engine's to validate.
-std::optional<ApiError> validate_completion_body(const nlohmann::json& body);
+ApiStatus validate_completion_body(const nlohmann::json& body);
 
 // Parses a JSON request body from a client; a 400 naming where it failed:
 //   - nesting deeper than `max_depth` containers: refused by a linear scan before parsing,
@@ -55,7 +63,6 @@ std::optional<ApiError> validate_completion_body(const nlohmann::json& body);
 //   - numbers outside double's range, e.g. 1e999999 or a 400-digit integer (invalid_number,
 //     param the field).
 // Every body kvgate parses from a client goes through here.
-std::optional<ApiError> parse_json_body(std::string_view text, nlohmann::json& out,
-                                        size_t max_depth = kMaxJsonDepth);
+ApiResult<nlohmann::json> parse_json_body(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 }  // namespace kvgate::gateway

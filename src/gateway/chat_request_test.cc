@@ -6,22 +6,22 @@
 namespace kvgate::gateway {
 namespace {
 
+// The error a body is refused with, if any.
 std::optional<ApiError> parse(std::string_view text) {
-  ChatRequest r;
-  return parse_chat_request(text, r);
+  auto r = parse_chat_request(text);
+  return r.ok() ? std::nullopt : std::optional<ApiError>(r.error());
 }
 
 TEST(ChatRequestTest, AcceptsATypicalAgentRequest) {
-  ChatRequest r;
-  auto err = parse_chat_request(R"({"model":"m","stream":true,"stream_options":{"include_usage":true},
+  auto parsed = parse_chat_request(R"({"model":"m","stream":true,"stream_options":{"include_usage":true},
     "max_tokens":64,"user":"agent-1","messages":[
       {"role":"system","content":"s"},
       {"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"x"}}]},
       {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]},
       {"role":"tool","tool_call_id":"c1","content":"result"}],
-    "tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"temperature":0.2})",
-                                r);
-  ASSERT_FALSE(err) << err->message;
+    "tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"temperature":0.2})");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const ChatRequest& r = *parsed;
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.max_tokens, 64);
@@ -101,11 +101,10 @@ TEST(ChatRequestTest, DeepValueInAnUncheckedFieldIsRefused) {
     EXPECT_EQ(e->code, "nesting_too_deep") << field;
   }
   // What is accepted can be copied and dumped.
-  ChatRequest r;
-  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"metadata":)" +
-                                      std::string(511, '[') + std::string(511, ']') + "}",
-                                  r));
-  nlohmann::json copy = r.body;
+  auto r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"metadata":)" +
+                              std::string(511, '[') + std::string(511, ']') + "}");
+  ASSERT_TRUE(r.ok());
+  nlohmann::json copy = r->body;
   EXPECT_GT(copy.dump().size(), 1000u);
 }
 
@@ -137,16 +136,18 @@ TEST(ChatRequestTest, MalformedBytesAndNumbersAre400sNamingTheField) {
     EXPECT_EQ(err->param, std::string(c.param)) << err->message;
     EXPECT_NO_THROW((void)err->to_json().dump()) << c.body;
   }
-  ChatRequest r;
   // Fields of another type than expected, where the request is read, never throw.
-  ASSERT_FALSE(parse_chat_request(
-      R"({"messages":[{"role":"user","content":"hi"}],"stream":null,"stream_options":{"include_usage":"yes"}})", r));
-  EXPECT_FALSE(r.stream);
-  EXPECT_FALSE(r.include_usage);
-  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2147483647})", r));
-  EXPECT_EQ(r.max_tokens, 2147483647);
-  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})", r));
-  EXPECT_EQ(r.max_tokens, -1);
+  auto r = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"hi"}],"stream":null,"stream_options":{"include_usage":"yes"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->stream);
+  EXPECT_FALSE(r->include_usage);
+  r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2147483647})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_tokens, 2147483647);
+  r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":-1})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_tokens, -1);
 }
 
 }  // namespace

@@ -4,29 +4,28 @@
 // destroying it stops the thread at once (no waiting out the interval).
 //
 // Thread-safety: constructed and destroyed by the request's thread; the watch thread only
-// reads the writer's client_gone() and calls CancelScope::cancel(), both thread-safe.
+// calls `client_gone` (which must be safe to call from it: ResponseWriter::client_gone() is)
+// and CancelScope::cancel(), which is thread-safe.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "gateway/upstream.h"
-#include "http/http_server.h"
 
 namespace kvgate::gateway {
 
-using http::ResponseWriter;
-
 class DisconnectWatch {
  public:
-  DisconnectWatch(ResponseWriter& writer, CancelScope& cancel,
+  DisconnectWatch(std::function<bool()> client_gone, CancelScope& cancel,
                   std::chrono::milliseconds interval = std::chrono::milliseconds(100))
-      : thread_([this, &writer, &cancel, interval] {
+      : thread_([this, gone = std::move(client_gone), &cancel, interval] {
           std::unique_lock lock(mu_);
           while (!stop_) {
-            if (writer.client_gone()) {
+            if (gone()) {
               cancel.cancel();
               return;
             }

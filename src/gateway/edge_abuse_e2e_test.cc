@@ -14,6 +14,7 @@
 
 #include "testing/fault_support.h"
 #include "testing/gateway_e2e.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -54,7 +55,7 @@ int status_of(const std::string& response) {
   return std::atoi(response.c_str() + 9);
 }
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+using util::ms_since;
 
 double mib(uint64_t kib) { return static_cast<double>(kib) / 1024.0; }
 

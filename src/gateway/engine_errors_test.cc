@@ -114,21 +114,24 @@ TEST(FinishReasonFixTest, StreamedFinishHeldUntilTheUsage) {
   EXPECT_TRUE(fix.on_chunk(finish, ev(finish), true).empty());  // held
   auto out = fix.on_chunk(usage, ev(usage), /*forward=*/false);  // the client did not ask for usage
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_NE(out[0].find(R"("finish_reason":"length")"), std::string::npos) << out[0];
+  EXPECT_TRUE(out[0].raw.empty());  // rewritten: written anew
+  EXPECT_EQ(out[0].chunk["choices"][0]["finish_reason"], "length") << out[0].chunk.dump();
   EXPECT_TRUE(fix.flush().empty());
   // Without a later event, the held chunk goes out unchanged at the end.
   FinishReasonFix fix2(true, {{"max_tokens", 3}});
   EXPECT_TRUE(fix2.on_chunk(finish, ev(finish), true).empty());
   auto rest = fix2.flush();
   ASSERT_EQ(rest.size(), 1u);
-  EXPECT_EQ(rest[0], ev(finish));
+  EXPECT_EQ(rest[0].raw, ev(finish));
+  EXPECT_EQ(rest[0].chunk, finish);
   // A finish chunk carrying its own count (ik without usage: timings.predicted_n) is decided at once.
   FinishReasonFix fix3(true, {{"max_tokens", 3}});
   json timed = finish;
   timed["timings"] = {{"predicted_n", 3}};
   auto now = fix3.on_chunk(timed, ev(timed), true);
   ASSERT_EQ(now.size(), 1u);
-  EXPECT_NE(now[0].find(R"("finish_reason":"length")"), std::string::npos);
+  EXPECT_TRUE(now[0].raw.empty());
+  EXPECT_EQ(now[0].chunk["choices"][0]["finish_reason"], "length");
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "gateway/finish_reason.h"
 
-#include "util/json.h"
-
 namespace kvgate::gateway {
 namespace {
 
@@ -59,9 +57,9 @@ bool FinishReasonFix::cut(const json& with_counts) const {
   return n && *n >= limit_;
 }
 
-std::string FinishReasonFix::rewrite(json chunk) {
+RelayChunk FinishReasonFix::rewrite(json chunk) {
   to_length(chunk);
-  return "data: " + util::json_text(chunk) + "\n\n";
+  return {std::move(chunk), std::string()};
 }
 
 void FinishReasonFix::fix_response(json& response) {
@@ -70,14 +68,14 @@ void FinishReasonFix::fix_response(json& response) {
   rewrote_ = true;
 }
 
-std::vector<std::string> FinishReasonFix::on_chunk(const json& chunk, const std::string& raw, bool forward) {
-  std::vector<std::string> out;
+std::vector<RelayChunk> FinishReasonFix::on_chunk(json chunk, std::string raw, bool forward) {
+  std::vector<RelayChunk> out;
   if (held_) {
     if (cut(chunk)) {
-      out.push_back(rewrite(*held_));
+      out.push_back(rewrite(std::move(held_->chunk)));
       rewrote_ = true;
     } else {
-      out.push_back(held_raw_);
+      out.push_back(std::move(*held_));
     }
     held_.reset();
   }
@@ -85,24 +83,23 @@ std::vector<std::string> FinishReasonFix::on_chunk(const json& chunk, const std:
   if (limit_ > 0 && chunk.is_object() && says_stop(chunk)) {
     if (generated(chunk)) {
       if (cut(chunk)) {
-        out.push_back(rewrite(chunk));
+        out.push_back(rewrite(std::move(chunk)));
         rewrote_ = true;
       } else {
-        out.push_back(raw);
+        out.push_back({std::move(chunk), std::move(raw)});
       }
       return out;
     }
-    held_ = chunk;  // the count comes with the next event
-    held_raw_ = raw;
+    held_ = RelayChunk{std::move(chunk), std::move(raw)};  // the count comes with the next event
     return out;
   }
-  out.push_back(raw);
+  out.push_back({std::move(chunk), std::move(raw)});
   return out;
 }
 
-std::vector<std::string> FinishReasonFix::flush() {
-  std::vector<std::string> out;
-  if (held_) out.push_back(held_raw_);
+std::vector<RelayChunk> FinishReasonFix::flush() {
+  std::vector<RelayChunk> out;
+  if (held_) out.push_back(std::move(*held_));
   held_.reset();
   return out;
 }

@@ -18,6 +18,13 @@
 
 namespace kvgate::gateway {
 
+// A streamed chunk on its way to the client: as the engine sent it (`raw`, its event text),
+// or rewritten by kvgate (`raw` empty: the chunk is to be written anew).
+struct RelayChunk {
+  nlohmann::json chunk;
+  std::string raw;
+};
+
 class FinishReasonFix {
  public:
   // `active`: the engine has the quirk. `request`: the chat body sent to the engine.
@@ -27,19 +34,18 @@ class FinishReasonFix {
   void fix_response(nlohmann::json& response);
   // One streamed chunk (parsed) and its raw event text, and whether it is itself relayed
   // (`forward`: a usage chunk the client did not ask for still releases a held finish chunk):
-  // returns the events to relay now, in order (none while a finish chunk is held).
-  std::vector<std::string> on_chunk(const nlohmann::json& chunk, const std::string& raw, bool forward);
+  // returns the chunks to relay now, in order (none while a finish chunk is held).
+  std::vector<RelayChunk> on_chunk(nlohmann::json chunk, std::string raw, bool forward);
   // The end of the stream: whatever is still held.
-  std::vector<std::string> flush();
+  std::vector<RelayChunk> flush();
   // True once a "stop" was rewritten to "length".
   bool rewrote() const { return rewrote_; }
 
  private:
   bool cut(const nlohmann::json& with_counts) const;
-  static std::string rewrite(nlohmann::json chunk);
+  static RelayChunk rewrite(nlohmann::json chunk);
   uint64_t limit_ = 0;  // 0: the request set none (nothing to fix)
-  std::optional<nlohmann::json> held_;
-  std::string held_raw_;
+  std::optional<RelayChunk> held_;
   bool rewrote_ = false;
 };
 

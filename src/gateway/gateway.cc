@@ -5,15 +5,18 @@
 
 #include <fmt/format.h>
 
+#include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
 #include "gateway/engine_errors.h"
 #include "gateway/reply.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
+#include "gateway/turn_accounting.h"
 #include "http/sse.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -129,7 +132,7 @@ std::string shown(std::string_view s, size_t max) {
 
 }  // namespace
 
-std::variant<Gateway::Route, ApiError> Gateway::route_for(const HttpRequest& request) const {
+Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request) const {
   bool path_known = false;
   for (const auto& r : RouteTable::kRoutes) {
     const bool match = r.prefix ? request.path.rfind(r.path, 0) == 0 : request.path == r.path;
@@ -137,7 +140,7 @@ std::variant<Gateway::Route, ApiError> Gateway::route_for(const HttpRequest& req
     path_known = true;
     if (request.method != r.method) continue;
     if (r.needs_key && !authorised(request)) break;
-    return r.route;
+    return Routed{r.route};
   }
   if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
   if (path_known) {
@@ -149,10 +152,10 @@ std::variant<Gateway::Route, ApiError> Gateway::route_for(const HttpRequest& req
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {
   HeadVerdict v{.authenticated = authorised(head)};
   auto route = route_for(head);
-  if (auto* e = std::get_if<ApiError>(&route)) {
-    v.status = e->status;
+  if (!route.ok()) {
+    v.status = route.error().status;
     v.headers = kJson;
-    v.body = e->body();
+    v.body = route.error().body();
   }
   return v;
 }
@@ -160,8 +163,8 @@ HeadVerdict Gateway::check_head(const HttpRequest& head) const {
 void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
   try {
     auto route = route_for(request);
-    if (auto* e = std::get_if<ApiError>(&route)) return send_error(writer, *e);
-    (this->*std::get<Route>(route))(request, writer);
+    if (!route.ok()) return send_error(writer, route.error());
+    (this->*route->route)(request, writer);
   } catch (const std::exception& e) {
     util::log_event(util::LogLevel::kError, "internal_error", {{"path", shown(request.path, 256)}, {"what", e.what()}});
     if (!writer.answered()) send_error(writer, internal_error(std::string("internal error: ") + e.what()));
@@ -186,34 +189,30 @@ std::optional<std::string> Gateway::caller_scope(const HttpRequest& request) con
   return scope_of_key(*found);
 }
 
-void Gateway::send_error(ResponseWriter& writer, const ApiError& error) {
-  HeaderList headers = kJson;
-  if (error.retry_after_s) headers.emplace_back("Retry-After", std::to_string(*error.retry_after_s));
-  writer.send(error.status, headers, error.body());
-}
+void Gateway::send_error(ResponseWriter& writer, const ApiError& error) { send_api_error(writer, error); }
 
 void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
   writer.send(status, kJson, util::json_text(body));
 }
 
-std::optional<ApiError> Gateway::wait_for_engine(ResponseWriter& writer) {
+ApiStatus Gateway::wait_for_engine(const ClientGone& client_gone) {
   const auto deadline = std::chrono::steady_clock::now() + options_.wait_for_engine;
   for (;;) {
     EngineEndpoint ep = upstream_->endpoint();
-    if (ep.available) return std::nullopt;
-    if (std::chrono::steady_clock::now() >= deadline || writer.client_gone()) {
+    if (ep.available) return {};
+    if (std::chrono::steady_clock::now() >= deadline || client_gone()) {
       return unavailable(fmt::format("the engine is not available ({}); retry shortly", ep.state), ep.retry_after_s);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
 }
 
-bool Gateway::wait_for_engine_again(const EngineEndpoint& before, ResponseWriter& writer) {
+bool Gateway::wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + options_.wait_for_engine;
   bool was_down = false;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (writer.client_gone()) return false;
+    if (client_gone()) return false;
     const EngineEndpoint ep = upstream_->endpoint();
     if (!ep.available) {
       was_down = true;
@@ -227,14 +226,10 @@ bool Gateway::wait_for_engine_again(const EngineEndpoint& before, ResponseWriter
   return false;
 }
 
-std::optional<ApiError> Gateway::admit(const std::string& key, ResponseWriter& writer, Admission::Ticket& ticket,
-                                       RequestRecord& rec) {
-  auto r = admission_.enter(key, [&writer] { return writer.client_gone(); });
-  if (auto* t = std::get_if<Admission::Ticket>(&r)) {
-    ticket = std::move(*t);
-    return std::nullopt;
-  }
-  const auto& refusal = std::get<Admission::Refusal>(r);
+ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const ClientGone& client_gone, RequestRecord& rec) {
+  auto r = admission_.enter(key, client_gone);
+  if (r.ok()) return std::move(r).value();
+  const Admission::Refusal& refusal = r.error();
   metrics_.add(fmt::format("admission_refused_total{{reason=\"{}\"}}", refusal.code()));
   ApiError e = too_many_requests(refusal.message, refusal.retry_after_s);
   e.code = refusal.code();
@@ -276,30 +271,7 @@ ApiError Gateway::from_engine_answer(int status, const std::string& body) const 
   } else {
     engine_errors_in_row_ = 0;
   }
-  ApiError e;
-  e.status = status >= 400 ? status : 502;
-  e.type = status >= 500 ? "server_error" : "invalid_request_error";
-  auto j = json::parse(body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
-    const json& err = j["error"];
-    if (err.is_object()) {
-      e.message = err.value("message", std::string("the engine reported an error"));
-      if (err.contains("type") && err["type"].is_string()) e.type = err["type"].get<std::string>();
-      for (auto& [k, v] : err.items()) {
-        if (k != "message" && k != "type" && k != "code" && k != "param") e.extra[k] = v;
-      }
-      if (err.contains("code") && err["code"].is_string()) e.code = err["code"].get<std::string>();
-      return e;
-    }
-    if (err.is_string()) {
-      e.message = err.get<std::string>();
-      return e;
-    }
-  }
-  std::string text = body.substr(0, 500);
-  e.message = fmt::format("the engine answered HTTP {}{}{}", status, text.empty() ? "" : ": ", text);
-  e.code = "upstream_error";
-  return e;
+  return engine_api_error(status, body);
 }
 
 std::chrono::milliseconds Gateway::upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const {
@@ -321,52 +293,59 @@ void Gateway::on_engine_restart() { ++engine_generation_; }
 
 void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   const auto t0 = std::chrono::steady_clock::now();
-  json body;
-  if (auto e = parse_json_body(request.body, body)) return send_error(writer, *e);
-  if (auto e = validate_completion_body(body)) return send_error(writer, *e);
+  auto parsed = parse_json_body(request.body);
+  if (!parsed.ok()) return send_error(writer, parsed.error());
+  const json& body = *parsed;
+  if (auto valid = validate_completion_body(body); !valid.ok()) return send_error(writer, valid.error());
   RequestRecord rec{.route = "completions", .stream = body.contains("stream") && body["stream"] == true};
-  Admission::Ticket ticket;
-  if (auto e = admit(fmt::format("completion:{}", ++request_serial_), writer, ticket, rec)) {
+  const ClientGone client_gone = [&writer] { return writer.client_gone(); };
+  auto ticket = admit(fmt::format("completion:{}", ++request_serial_), client_gone, rec);
+  if (!ticket.ok()) {
     metrics_.record(rec);
-    if (e->status != 499) send_error(writer, *e);
+    if (ticket.error().status != 499) send_error(writer, ticket.error());
     return;
   }
-  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
+  if (auto ready = wait_for_engine(client_gone); !ready.ok()) return send_error(writer, ready.error());
   // The engine puts a raw completion in a slot of its choosing: what any slot holds is then
   // unknown (saved first, so no conversation loses more than its cache).
   if (kv_) kv_->before_foreign_use(engine_generation_.load());
   CancelScope cancel;
   if (!rec.stream) {
-    std::optional<DisconnectWatch> watch(std::in_place, writer, cancel);
-    auto res = upstream_->call("POST", "/v1/completions", body.dump(), upstream_timeout(0, true), &cancel);
+    std::optional<DisconnectWatch> watch(std::in_place, client_gone, cancel);
+    auto res = upstream_->call("POST", "/v1/completions", util::json_text(body), upstream_timeout(0, true), &cancel);
     watch.reset();
-    if (auto* err = std::get_if<UpstreamError>(&res)) {
-      auto e = from_upstream_error(*err);
+    if (!res.ok()) {
+      auto e = from_upstream_error(res.error());
       rec.status = e.status;
       rec.error_kind = e.code.value_or("upstream");
-      if (err->kind != UpstreamFailure::kCancelled) send_error(writer, e);
+      if (res.error().kind != UpstreamFailure::kCancelled) send_error(writer, e);
     } else {
-      auto& r = std::get<UpstreamResponse>(res);
+      const UpstreamResponse& r = *res;
       rec.status = r.status;
       if (r.status == 200) {
         engine_answered();
-        Usage u = usage_from(json::parse(r.body, nullptr, false));
-        rec.prompt_tokens = u.prompt_tokens;
-        rec.cached_tokens = u.cached_tokens;
-        rec.prefilled_tokens = u.prefilled_tokens;
-        rec.completion_tokens = u.completion_tokens;
+        record_usage(rec, usage_from(json::parse(r.body, nullptr, false)));
         writer.send(200, kJson, r.body);
       } else {
         send_error(writer, from_engine_answer(r.status, r.body));
       }
     }
   } else {
-    StreamRelay relay(writer, cancel, options_.stream_head_grace, options_.keepalive);
+    StreamRelay relay(writer, cancel, {.head_grace = options_.stream_head_grace, .keepalive = options_.keepalive});
+    // An error before the stream started is the answer; after, an error event in it.
+    auto fail = [&](const ApiError& e) {
+      if (relay.started()) {
+        relay.write("data: " + util::json_text(e.to_json()) + "\n\n");
+      } else {
+        relay.finish();
+        send_error(writer, e);
+      }
+    };
     SseParser parser;
     std::string error_body;
     int status = 0;
     auto res = upstream_->stream(
-        "/v1/completions", body.dump(),
+        "/v1/completions", util::json_text(body),
         {.on_start = [&](int s, const std::string&) { status = s; return true; },
          .on_data = [&](std::string_view data) {
            if (status != 200) {
@@ -376,13 +355,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
            for (const auto& ev : parser.feed(data)) {
              if (!ev.comment_only) {
                auto chunk = json::parse(ev.data, nullptr, false);
-               Usage u = usage_from(chunk);
-               if (u.known) {
-                 rec.prompt_tokens = u.prompt_tokens;
-                 rec.cached_tokens = u.cached_tokens;
-                 rec.prefilled_tokens = u.prefilled_tokens;
-                 rec.completion_tokens = u.completion_tokens;
-               }
+               if (const Usage u = usage_from(chunk); u.known) record_usage(rec, u);
              }
              if (!relay.write(ev.raw)) return false;
            }
@@ -390,46 +363,35 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
          }},
         upstream_timeout(0, false), &cancel);
     rec.status = status;
-    if (status == 200 && std::holds_alternative<int>(res)) engine_answered();
-    if (auto* err = std::get_if<UpstreamError>(&res)) {
-      auto e = from_upstream_error(*err);
+    if (status == 200 && res.ok()) engine_answered();
+    if (!res.ok()) {
+      auto e = from_upstream_error(res.error());
       rec.error_kind = e.code.value_or("upstream");
-      if (err->kind != UpstreamFailure::kCancelled) {
-        if (relay.started()) {
-          relay.write("data: " + e.to_json().dump() + "\n\n");
-        } else {
-          relay.finish();
-          send_error(writer, e);
-        }
-      }
+      if (res.error().kind != UpstreamFailure::kCancelled) fail(e);
     } else if (status != 200) {
-      auto e = from_engine_answer(status, error_body);
-      if (relay.started()) {
-        relay.write("data: " + e.to_json().dump() + "\n\n");
-      } else {
-        relay.finish();
-        send_error(writer, e);
-      }
+      fail(from_engine_answer(status, error_body));
     }
     relay.finish();
   }
-  rec.total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  rec.total_ms = util::ms_since(t0);
   metrics_.record(rec);
 }
 
 void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
-  if (auto e = wait_for_engine(writer)) return send_error(writer, *e);
+  if (auto ready = wait_for_engine([&writer] { return writer.client_gone(); }); !ready.ok()) {
+    return send_error(writer, ready.error());
+  }
   std::string path = request.path;
   if (!request.query.empty()) path += "?" + request.query;
   auto res = upstream_->call(request.method, path, request.body, std::chrono::seconds(120));
   RequestRecord rec{.route = "passthrough"};
-  if (auto* err = std::get_if<UpstreamError>(&res)) {
-    auto e = from_upstream_error(*err);
+  if (!res.ok()) {
+    auto e = from_upstream_error(res.error());
     rec.status = e.status;
     rec.error_kind = e.code.value_or("upstream");
     send_error(writer, e);
   } else {
-    auto& r = std::get<UpstreamResponse>(res);
+    const UpstreamResponse& r = *res;
     rec.status = r.status;
     if (r.status >= 400) {
       send_error(writer, from_engine_answer(r.status, r.body));

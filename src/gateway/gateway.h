@@ -2,7 +2,7 @@
 // edge (HttpServer) calls handle() for each request.
 //
 // Routes (one table in gateway.cc):
-//   POST /v1/chat/completions   sessions, thinking policy, slots, token accounting, relay
+//   POST /v1/chat/completions   a chat turn (turn.h) through ChatCompletionsAdapter
 //   POST /v1/completions        relayed (stream or not) with metrics
 //   GET  /v1/models             relayed
 //   GET  /health                gateway + engine state (public: no key needed)
@@ -36,7 +36,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +48,7 @@
 #include "gateway/request_limits.h"
 #include "gateway/stream_relay.h"
 #include "gateway/tokens.h"
+#include "gateway/turn.h"
 #include "gateway/upstream.h"
 #include "http/http_server.h"
 #include "plan/engine_quirks.h"
@@ -147,6 +147,9 @@ class Gateway {
   void save_kv_states();
 
   void handle(const HttpRequest& request, ResponseWriter& writer);
+  // One chat turn (turn.h), for a wire API's adapter: the answer, or the error, has reached
+  // `output` when it returns.
+  void run_turn(TurnInput input, TurnOutput& output);
   // HttpServer's head check (HttpServerOptions::head_check): the same route table and key
   // check as handle(), from the head alone, so 401/404/405 are answered before any body is
   // read; `authenticated` says whether the request carried a valid key.
@@ -163,9 +166,14 @@ class Gateway {
  private:
   using Route = void (Gateway::*)(const HttpRequest&, ResponseWriter&);
   struct RouteTable;  // gateway.cc: the one route table
+  struct Routed {
+    Route route;
+  };
   // The route serving `request`, or the refusal it gets from its head (401, 404, 405).
-  std::variant<Route, ApiError> route_for(const HttpRequest& request) const;
+  Result<Routed, ApiError> route_for(const HttpRequest& request) const;
   void chat(const HttpRequest& request, ResponseWriter& writer);
+  // A turn refused before it began (its body is not JSON): the record and the error.
+  void refuse_turn(const std::string& api, const ApiError& error, TurnOutput& output);
   void completions(const HttpRequest& request, ResponseWriter& writer);
   void passthrough(const HttpRequest& request, ResponseWriter& writer);
   void health(const HttpRequest& request, ResponseWriter& writer);
@@ -177,61 +185,23 @@ class Gateway {
   void session_turns(Session& s, const std::string& rest, ResponseWriter& writer);  // .../ID/turns[/N]
   void status_page(const HttpRequest& request, ResponseWriter& writer);
   void status_asset(const HttpRequest& request, ResponseWriter& writer);
-  // One chat turn's record for the prefix-break inspector (turn_log.h), before the session
-  // takes this turn's view as its last.
-  struct TurnFacts {
-    const nlohmann::json& view;
-    size_t diverged_at;  // first_different_message(session.last_view, view); 0 without a last view
-    const std::string& rendered;
-    std::optional<BreakCause> cause;
-    const std::string& cause_detail;
-    const RequestRecord& record;
-    size_t messages;
-    int slot;
-    const std::string& recognised_by;
-    const std::vector<nlohmann::json>& compactions;
-  };
-  void record_turn(Session& session, const TurnFacts& facts);
 
-  // One attempt at sending a chat request upstream (chat_send.cc).
-  struct SendOutcome {
-    ReplyAccumulator reply;
-    int status = 0;
-    std::optional<ApiError> failure;     // answered to the client unless `overflow`
-    bool saw_error_event = false;        // the engine reported an error inside its stream
-    bool saw_done = false;
-    bool overflow = false;               // the engine refused: prompt larger than its context
-    bool context_filled = false;         // the reply filled the context (ik: an error, not "length")
-    uint64_t overflow_prompt_tokens = 0;
-    uint64_t overflow_context = 0;
-    double ttft_ms = -1;
-    bool rescued = false;                // the answer came from rescue_generation()
-    bool template_error = false;         // the engine's chat template refused the history
-    std::optional<std::string> final_body;  // non-streamed answer, sent after the session is saved
-    std::optional<UpstreamFailure> upstream_failure;  // the engine failed before answering
-    bool relayed = false;                // some of the engine's answer reached the client
+  friend class Turn;  // turn_steps.h: the steps of a chat turn use the gateway's components
+
+  // One compaction of `conv` (a session's conversation, or a turn's copy of it; the caller
+  // holds the session's turn), shared by chat turns and the manual route
+  // (gateway_compaction.cc): counted with `body`'s tools and template arguments, summaries
+  // asked from the engine in `slot`. The conversation is replaced by the compacted one; the
+  // result is the compaction's event (as sessions list it), logged and counted. A compaction
+  // that cannot reach the target is a context_length_exceeded error.
+  struct CompactionCall {
+    uint64_t target = 0;
+    uint64_t first_new = 0;  // history index of the first message of the current request
+    const char* trigger = "watermark";  // "watermark", "overflow" or "manual"
+    int slot = 0;
   };
-  SendOutcome send_chat(const nlohmann::json& body, bool stream, bool include_usage, uint64_t prompt_tokens,
-                        size_t first_call_id, ResponseWriter& writer, StreamRelay* relay, CancelScope& cancel,
-                        std::chrono::steady_clock::time_point t0);
-  // A generation the engine rejected (or returned with unusable tool-call arguments),
-  // recovered by replaying the cached prompt as a raw completion and parsing it leniently.
-  struct Rescue {
-    nlohmann::json message;
-    std::string finish_reason;
-    uint64_t prompt_tokens = 0;
-    uint64_t cached_tokens = 0;  // of prompt_tokens, served from the engine's cache
-    uint64_t completion_tokens = 0;
-    size_t calls = 0;
-    bool raw = false;  // nothing usable came out: the sanitised text (possibly empty) as content
-  };
-  Result<Rescue> rescue_generation(const nlohmann::json& body, size_t first_call_id, CancelScope& cancel,
-                                   const std::string& reason);
-  static nlohmann::json rescued_response(const Rescue& r, const std::string& model);
-  static bool has_unusable_arguments(const nlohmann::json& response);
-  // The view with the opt-in repairs a strict template needs (late system messages become
-  // user messages, empty assistant turns are dropped); deterministic.
-  static nlohmann::json strict_repair(const nlohmann::json& view, const nlohmann::json& body);
+  ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv, const nlohmann::json& body,
+                                                 const CompactionCall& call);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
   // The bounds check_chat_limits() applies (the context only asked for when it is used).
@@ -253,20 +223,20 @@ class Gateway {
   bool authorised(const HttpRequest& request) const { return caller_scope(request).has_value(); }
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
-  // Waits (up to options_.wait_for_engine) for the engine; nullopt when available.
-  std::optional<ApiError> wait_for_engine(ResponseWriter& writer);
+  // Whether a request's client has gone (polled while it waits).
+  using ClientGone = std::function<bool()>;
+  // Waits (up to options_.wait_for_engine) for the engine to be available; 503 when it is not.
+  ApiStatus wait_for_engine(const ClientGone& client_gone);
   // After the engine failed a request before answering it: waits until the engine was seen
   // to restart (or stays the same engine for a moment: a transient failure). True when a
   // retry may go ahead.
-  bool wait_for_engine_again(const EngineEndpoint& before, ResponseWriter& writer);
-  // A place with the engine for `key` (admission.h). On refusal: the error to answer (not
-  // sent; status 499 when the client left) and the request record filled.
-  std::optional<ApiError> admit(const std::string& key, ResponseWriter& writer, Admission::Ticket& ticket,
-                                RequestRecord& rec);
+  bool wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone);
+  // A place with the engine for `key` (admission.h). On refusal the request record is filled
+  // and the error is the one to answer (status 499 when the client left: nothing to answer).
+  ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone, RequestRecord& rec);
   // The engine answered (successfully or with an explained error): not failing.
   void engine_answered() { engine_errors_in_row_ = 0; }
   ApiError from_upstream_error(const UpstreamError& e) const;
-  static ApiError context_error_message(const std::string& message);
   // Relays an engine error answer (status + body) as an OpenAI-format error.
   ApiError from_engine_answer(int status, const std::string& body) const;
   std::chrono::milliseconds upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const;

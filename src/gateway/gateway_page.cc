@@ -1,5 +1,6 @@
 // Gateway: the status page (GET /, /kvgate/), its assets, and the prefix-break inspector's
-// turn records (GET /kvgate/v1/sessions/ID/turns[/N]).
+// turn records (GET /kvgate/v1/sessions/ID/turns[/N]; a turn leaves its record in commit,
+// turn_commit.cc).
 #include <fmt/format.h>
 
 #include "gateway/gateway.h"
@@ -8,11 +9,7 @@
 namespace kvgate::gateway {
 
 using http::HeaderList;
-using session::PrefixBreak;
 using session::TurnRecord;
-using session::cause_name;
-using session::locate_break;
-using session::recomputed_tokens;
 
 using nlohmann::json;
 
@@ -114,45 +111,6 @@ void Gateway::session_turns(Session& s, const std::string& rest, ResponseWriter&
                                         "64 of this process are kept)"));
   }
   send_json(writer, 200, to_json(*t, true));
-}
-
-void Gateway::record_turn(Session& session, const TurnFacts& f) {
-  const RequestRecord& rec = f.record;
-  TurnRecord t;
-  t.ts_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-  t.status = rec.status;
-  t.messages = f.messages;
-  t.view_messages = f.view.size();
-  t.slot = f.slot;
-  t.recognised_by = f.recognised_by;
-  t.prompt_tokens = rec.prompt_tokens;
-  t.cached_tokens = rec.cached_tokens;
-  t.prefilled_tokens = rec.prefilled_tokens;
-  t.completion_tokens = rec.completion_tokens;
-  if (rec.ttft_ms >= 0) t.ttft_ms = rec.ttft_ms;
-  t.total_ms = rec.total_ms;
-  for (const auto& ev : f.compactions) {
-    t.compactions.push_back({{"level", ev.value("level", "")},
-                             {"trigger", ev.value("trigger", "")},
-                             {"tokens_before", ev.value("tokens_before", uint64_t{0})},
-                             {"tokens_after", ev.value("tokens_after", uint64_t{0})}});
-  }
-  const bool has_previous = !session.last_view.empty();
-  if (has_previous && (f.cause || f.diverged_at < session.last_view.size())) {
-    PrefixBreak b = locate_break(session.last_view, f.view, session.last_prompt, f.rendered);
-    b.cause = f.cause ? cause_name(*f.cause) : "unexplained";
-    b.detail = f.cause_detail;
-    t.prefix_break = std::move(b);
-  }
-  std::lock_guard lock(session.mu);
-  if (has_previous && rec.prompt_tokens > 0) {
-    // The previous turn's reply is in the engine's cache only when that turn succeeded.
-    const TurnRecord* prev = session.turns.last();
-    const uint64_t reply = prev && prev->status == 200 ? prev->completion_tokens : 0;
-    t.recomputed_tokens = recomputed_tokens(session.last_sent_tokens, reply, t.prompt_tokens, t.cached_tokens);
-  }
-  session.turns.add(std::move(t));
 }
 
 }  // namespace kvgate::gateway

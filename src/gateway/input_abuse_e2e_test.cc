@@ -15,6 +15,7 @@
 
 #include "testing/fault_support.h"
 #include "testing/gateway_e2e.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -31,7 +32,7 @@ using testing::RawConnection;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+using util::ms_since;
 
 GatewayOptions fake_options() {
   GatewayOptions o;

@@ -9,6 +9,7 @@
 
 #include "util/log.h"
 #include "util/json.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 using nlohmann::json;
@@ -16,7 +17,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -33,12 +33,12 @@ struct SlotAnswer {
 Result<SlotAnswer> slot_action(Upstream& upstream, int slot, const char* action, const std::string& filename,
                                std::chrono::milliseconds timeout) {
   const std::string path = fmt::format("/slots/{}?action={}", slot, action);
-  auto res = upstream.call("POST", path, json{{"filename", filename}}.dump(), timeout);
-  if (auto* e = std::get_if<UpstreamError>(&res)) {
-    if (e->kind == UpstreamFailure::kTimeout) return SlotAnswer{.unanswered = true};
-    return Error(e->message);
+  auto res = upstream.call("POST", path, util::json_text(json{{"filename", filename}}), timeout);
+  if (!res.ok()) {
+    if (res.error().kind == UpstreamFailure::kTimeout) return SlotAnswer{.unanswered = true};
+    return Error(res.error().message);
   }
-  const auto& r = std::get<UpstreamResponse>(res);
+  const UpstreamResponse& r = *res;
   json body = json::parse(r.body, nullptr, false);
   if (r.status != 200 || !body.is_object()) {
     std::string message = r.body.substr(0, 300);
@@ -121,7 +121,7 @@ KvKeeper::Prepared KvKeeper::prepare(int slot, const std::string& session, uint6
   }
   const auto t0 = Clock::now();
   auto answer = slot_action(upstream_, slot, "restore", files_->file_name(session), engine_timeout(rec->bytes));
-  const double ms = ms_since(t0);
+  const double ms = util::ms_since(t0);
   if (!answer.ok()) {
     // The engine refused the file (or is gone): it is no use to this engine.
     metrics_.add("kv_restore_failures_total");
@@ -166,8 +166,7 @@ bool KvKeeper::hold_next_prefix(int slot, const json& view, const json& body, co
     b["messages"].push_back({{"role", "user"}, {"content", i == 0 ? "\x01x" : "\x01y"}});
     auto res = upstream_.call("POST", "/apply-template", util::json_text(b),
                               std::chrono::seconds(30));
-    const auto* r = std::get_if<UpstreamResponse>(&res);
-    json answer = r != nullptr && r->status == 200 ? json::parse(r->body, nullptr, false) : json();
+    json answer = res.ok() && res->status == 200 ? json::parse(res->body, nullptr, false) : json();
     if (!answer.is_object() || !answer.contains("prompt") || !answer["prompt"].is_string()) return false;
     rendered[i] = answer["prompt"].get<std::string>();
   }
@@ -181,8 +180,7 @@ bool KvKeeper::hold_next_prefix(int slot, const json& view, const json& body, co
                {"temperature", 0}};
   auto res = upstream_.call("POST", "/completion", util::json_text(warm),
                             std::chrono::seconds(300));
-  const auto* r = std::get_if<UpstreamResponse>(&res);
-  return r != nullptr && r->status == 200;
+  return res.ok() && res->status == 200;
 }
 
 void KvKeeper::after_turn(int slot, const std::string& session, uint64_t generation, const json& view,
@@ -235,7 +233,7 @@ bool KvKeeper::save(int slot, Held& held, const char* why) {
   const std::string temp = files_->temp_name(held.session);
   const auto t0 = Clock::now();
   auto answer = slot_action(upstream_, slot, "save", temp, engine_timeout(2 * largest_state_bytes_.load()));
-  const double ms = ms_since(t0);
+  const double ms = util::ms_since(t0);
   auto failed = [&](const std::string& error) {
     files_->discard_temp(temp);
     metrics_.add("kv_save_failures_total");

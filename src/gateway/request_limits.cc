@@ -33,7 +33,7 @@ uint64_t content_bytes(const json& message) {
   return n;
 }
 
-std::optional<ApiError> check_arguments_depth(const json& messages, size_t max_depth) {
+ApiStatus check_arguments_depth(const json& messages, size_t max_depth) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     if (!m.is_object()) continue;
@@ -53,7 +53,7 @@ std::optional<ApiError> check_arguments_depth(const json& messages, size_t max_d
                          path, "nesting_too_deep");
     }
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace
@@ -155,10 +155,10 @@ size_t json_text_depth_exceeded_at(std::string_view text, size_t max_depth) {
   return std::string_view::npos;
 }
 
-std::optional<ApiError> check_chat_limits(const json& body, const RequestLimits& limits) {
-  if (!body.is_object()) return std::nullopt;  // validate_chat_body names the problem
+ApiStatus check_chat_limits(const json& body, const RequestLimits& limits) {
+  if (!body.is_object()) return {};  // validate_chat_body names the problem
   auto messages = body.find("messages");
-  if (messages == body.end() || !messages->is_array()) return std::nullopt;
+  if (messages == body.end() || !messages->is_array()) return {};
   if (messages->size() > limits.max_messages) {
     ApiError e = bad_request(fmt::format("messages has {} entries, more than the limit of {} (kvgate up --max-messages)",
                                          messages->size(), limits.max_messages),
@@ -166,8 +166,8 @@ std::optional<ApiError> check_chat_limits(const json& body, const RequestLimits&
     e.status = 413;
     return e;
   }
-  if (auto e = check_arguments_depth(*messages, limits.max_depth)) return e;
-  if (limits.context_tokens == 0 || limits.max_token_bytes == 0) return std::nullopt;
+  KV_TRY(check_arguments_depth(*messages, limits.max_depth));
+  if (limits.context_tokens == 0 || limits.max_token_bytes == 0) return {};
   // The newest user message is never shortened or dropped by compaction (compactor.h).
   for (size_t i = messages->size(); i > 0; --i) {
     const json& m = (*messages)[i - 1];
@@ -176,7 +176,7 @@ std::optional<ApiError> check_chat_limits(const json& body, const RequestLimits&
     if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>() != "user") continue;
     const uint64_t bytes = content_bytes(m);
     const uint64_t at_least = bytes / limits.max_token_bytes;
-    if (at_least <= limits.context_tokens) return std::nullopt;
+    if (at_least <= limits.context_tokens) return {};
     const std::string path = fmt::format("messages[{}].content", i - 1);
     ApiError e = bad_request(
         fmt::format("{} is {} bytes: at least {} tokens (no token of this model is longer than {} bytes), more than the "
@@ -186,7 +186,7 @@ std::optional<ApiError> check_chat_limits(const json& body, const RequestLimits&
         path, "context_length_exceeded");
     return e;
   }
-  return std::nullopt;
+  return {};
 }
 
 }  // namespace kvgate::gateway

@@ -45,8 +45,8 @@ struct RequestLimits {
   uint64_t max_token_bytes = 0;  // longest vocabulary entry in bytes; 0: unknown (skipped)
 };
 
-// REQUIRES: `body` passed parse_json_body. Returns the 400/413 to answer with, or nullopt.
-std::optional<ApiError> check_chat_limits(const nlohmann::json& body, const RequestLimits& limits);
+// REQUIRES: `body` passed parse_json_body. The 400/413 to answer with when a bound is passed.
+ApiStatus check_chat_limits(const nlohmann::json& body, const RequestLimits& limits);
 
 // A 413 for a request whose work passed a time limit (token counting, compaction).
 ApiError request_too_large(std::string message);

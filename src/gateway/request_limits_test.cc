@@ -10,6 +10,11 @@ namespace {
 
 using nlohmann::json;
 
+// The error a check refused with, if any.
+std::optional<ApiError> refused(const ApiStatus& status) {
+  return status.ok() ? std::nullopt : std::optional<ApiError>(status.error());
+}
+
 json chat(size_t messages, const std::string& content = "word") {
   json m = json::array();
   for (size_t i = 0; i < messages; ++i) m.push_back({{"role", i % 2 == 0 ? "user" : "assistant"}, {"content", content}});
@@ -40,8 +45,8 @@ TEST(RequestLimitsTest, ScanNamesThePathWhereItStops) {
 
 TEST(RequestLimitsTest, MessageCountIsBounded) {
   RequestLimits limits{.max_messages = 100};
-  EXPECT_FALSE(check_chat_limits(chat(100), limits));
-  auto e = check_chat_limits(chat(101), limits);
+  EXPECT_FALSE(refused(check_chat_limits(chat(100), limits)));
+  auto e = refused(check_chat_limits(chat(101), limits));
   ASSERT_TRUE(e);
   EXPECT_EQ(e->status, 413);
   EXPECT_EQ(e->code, "too_many_messages");
@@ -58,8 +63,8 @@ TEST(RequestLimitsTest, DeepToolCallArgumentsAreRefused) {
     return b;
   };
   RequestLimits limits;
-  EXPECT_FALSE(check_chat_limits(with_args(R"({"a":)" + std::string(511, '[') + std::string(511, ']') + "}"), limits));
-  auto e = check_chat_limits(with_args(R"({"a":)" + std::string(100000, '[') + std::string(100000, ']') + "}"), limits);
+  EXPECT_FALSE(refused(check_chat_limits(with_args(R"({"a":)" + std::string(511, '[') + std::string(511, ']') + "}"), limits)));
+  auto e = refused(check_chat_limits(with_args(R"({"a":)" + std::string(100000, '[') + std::string(100000, ']') + "}"), limits));
   ASSERT_TRUE(e);
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->code, "nesting_too_deep");
@@ -69,8 +74,8 @@ TEST(RequestLimitsTest, DeepToolCallArgumentsAreRefused) {
 TEST(RequestLimitsTest, ANewestUserMessageThatCannotFitIsRefusedWithoutCounting) {
   RequestLimits limits{.context_tokens = 4096, .max_token_bytes = 16};
   // 65,536 bytes could be 4,096 tokens of 16 bytes: it might fit.
-  EXPECT_FALSE(check_chat_limits(chat(1, std::string(65536, 'a')), limits));
-  auto e = check_chat_limits(chat(1, std::string(65536 + 16, 'a')), limits);
+  EXPECT_FALSE(refused(check_chat_limits(chat(1, std::string(65536, 'a')), limits)));
+  auto e = refused(check_chat_limits(chat(1, std::string(65536 + 16, 'a')), limits));
   ASSERT_TRUE(e);
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->code, "context_length_exceeded");
@@ -78,16 +83,16 @@ TEST(RequestLimitsTest, ANewestUserMessageThatCannotFitIsRefusedWithoutCounting)
   // Older messages may be long: compaction drops or summarises them.
   json b = chat(3, std::string(1 << 20, 'a'));
   b["messages"][2]["content"] = "short";
-  EXPECT_FALSE(check_chat_limits(b, limits));
+  EXPECT_FALSE(refused(check_chat_limits(b, limits)));
   // Text parts count too.
   json parts = chat(1);
   parts["messages"][0]["content"] = json::array({{{"type", "text"}, {"text", std::string(70000, 'a')}}});
-  EXPECT_TRUE(check_chat_limits(parts, limits));
+  EXPECT_TRUE(refused(check_chat_limits(parts, limits)));
   // Unknown vocabulary or context: no claim is made.
-  EXPECT_FALSE(check_chat_limits(chat(1, std::string(1 << 20, 'a')), RequestLimits{.context_tokens = 4096}));
+  EXPECT_FALSE(refused(check_chat_limits(chat(1, std::string(1 << 20, 'a')), RequestLimits{.context_tokens = 4096})));
   // Malformed shapes are left to validation, never thrown on.
-  EXPECT_FALSE(check_chat_limits(json::parse(R"({"messages":[{"role":7},3,null]})"), limits));
-  EXPECT_FALSE(check_chat_limits(json::array(), limits));
+  EXPECT_FALSE(refused(check_chat_limits(json::parse(R"({"messages":[{"role":7},3,null]})"), limits)));
+  EXPECT_FALSE(refused(check_chat_limits(json::array(), limits)));
 }
 
 // Work per input byte: the checks are linear and fast even at the body limit.

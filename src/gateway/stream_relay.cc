@@ -10,9 +10,15 @@ const HeaderList kSseHeaders = {{"Content-Type", "text/event-stream"},
                                 {"X-Accel-Buffering", "no"}};
 }  // namespace
 
-StreamRelay::StreamRelay(ResponseWriter& writer, CancelScope& cancel, std::chrono::milliseconds head_grace,
-                         std::chrono::milliseconds keepalive)
-    : writer_(writer), cancel_(cancel), head_grace_(head_grace), keepalive_(keepalive) {
+std::string sse_comment(std::string_view about) {
+  std::string out = ": ";
+  out += about;
+  out += "\n\n";
+  return out;
+}
+
+StreamRelay::StreamRelay(ResponseWriter& writer, CancelScope& cancel, RelayOptions options)
+    : writer_(writer), cancel_(cancel), options_(std::move(options)) {
   ticker_ = std::thread([this] { tick(); });
 }
 
@@ -77,18 +83,17 @@ void StreamRelay::tick() {
       cancel_.cancel();
       break;
     }
-    if (!started_ && now - created_ >= head_grace_) {
+    if (!started_ && now - created_ >= options_.head_grace) {
       if (!begin_locked()) {
         cancel_.cancel();
         break;
       }
-      const std::string hello = ": kvgate: waiting for the engine\n\n";
-      writer_.write(hello);
+      writer_.write(options_.keepalive_text("kvgate: waiting for the engine"));
       last_write_ = now;
     }
-    if (started_ && now - last_write_ >= keepalive_) {
-      const std::string comment = ": " + (progress_.empty() ? std::string("keep-alive") : progress_) + "\n\n";
-      if (!writer_.write(comment)) {
+    if (started_ && now - last_write_ >= options_.keepalive) {
+      const std::string text = options_.keepalive_text(progress_.empty() ? std::string_view("keep-alive") : progress_);
+      if (!writer_.write(text)) {
         gone_ = true;
         cancel_.cancel();
         break;

@@ -4,8 +4,10 @@
 // client connection alive and watches it:
 //   - if the engine has not answered within `head_grace`, the client's 200 + SSE headers go
 //     out anyway (streaming starts at once) — later engine errors become error events;
-//   - while nothing has been written for `keepalive`, an SSE comment is sent (": keep-alive",
-//     or prefill progress when known), so proxies and clients never time out a long prefill;
+//   - while nothing has been written for `keepalive`, a keep-alive is sent (in the stream's own
+//     format: chat completions writes an SSE comment ": keep-alive", or the prefill progress
+//     when known; Anthropic's Messages API an `event: ping`), so proxies and clients never
+//     time out a long prefill;
 //   - when the client disconnects, the upstream request is cancelled.
 // All writes go through one mutex. The ticker stops in finish() (or the destructor).
 #pragma once
@@ -13,8 +15,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "gateway/upstream.h"
@@ -24,10 +28,21 @@ namespace kvgate::gateway {
 
 using http::ResponseWriter;
 
+// ": ABOUT\n\n": an SSE comment, which every SSE client skips.
+std::string sse_comment(std::string_view about);
+
+struct RelayOptions {
+  std::chrono::milliseconds head_grace{1500};
+  std::chrono::milliseconds keepalive{10000};
+  // What is written while the engine is silent, given what the wait is about: "keep-alive",
+  // the engine's progress (set_progress), or "kvgate: waiting for the engine" when the
+  // stream starts before the engine answered. Called with the relay's lock held.
+  std::function<std::string(std::string_view about)> keepalive_text = sse_comment;
+};
+
 class StreamRelay {
  public:
-  StreamRelay(ResponseWriter& writer, CancelScope& cancel, std::chrono::milliseconds head_grace,
-              std::chrono::milliseconds keepalive);
+  StreamRelay(ResponseWriter& writer, CancelScope& cancel, RelayOptions options);
   ~StreamRelay();
   StreamRelay(const StreamRelay&) = delete;
   StreamRelay& operator=(const StreamRelay&) = delete;
@@ -49,8 +64,7 @@ class StreamRelay {
 
   ResponseWriter& writer_;
   CancelScope& cancel_;
-  const std::chrono::milliseconds head_grace_;
-  const std::chrono::milliseconds keepalive_;
+  const RelayOptions options_;
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   std::mutex mu_;
   std::condition_variable cv_;

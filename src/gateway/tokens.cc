@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "session/normalize.h"
+#include "util/json.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -11,10 +13,6 @@ using session::hash64;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 constexpr auto kTimeout = std::chrono::seconds(120);
 
@@ -55,12 +53,12 @@ Result<std::chrono::milliseconds> TokenCounter::remaining(Deadline deadline) con
 Result<std::vector<int64_t>> TokenCounter::tokenize(std::string_view text, Deadline deadline) {
   KV_ASSIGN_OR_RETURN(auto wait, remaining(deadline));
   nlohmann::json req = {{"content", text}, {"add_special", false}, {"parse_special", true}};
-  auto res = upstream_.call("POST", "/tokenize", req.dump(), wait);
-  if (auto* err = std::get_if<UpstreamError>(&res)) {
+  auto res = upstream_.call("POST", "/tokenize", util::json_text(req), wait);
+  if (!res.ok()) {
     KV_TRY(remaining(deadline));  // the engine call ran out of the time left
-    return Error("tokenize: " + err->message);
+    return Error("tokenize: " + res.error().message);
   }
-  auto& r = std::get<UpstreamResponse>(res);
+  const UpstreamResponse& r = *res;
   if (r.status != 200) return Error(fmt::format("tokenize: engine answered {}: {}", r.status, r.body.substr(0, 300)));
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.contains("tokens") || !j["tokens"].is_array()) return Error("tokenize: unexpected answer");
@@ -120,7 +118,7 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
     }
     const auto t0 = Clock::now();
     KV_ASSIGN_OR_RETURN(auto toks, tokenize(piece, deadline));
-    out.tokenize_ms += ms_since(t0);
+    out.tokenize_ms += util::ms_since(t0);
     ++out.new_pieces;
     out.new_chars += piece.size();
     total += toks.size();
@@ -133,17 +131,23 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
   return total;
 }
 
-Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body) { return count_request(util::json_text(body)); }
+
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body, const nlohmann::json& messages) {
+  return count_request(util::json_text_with(body, "messages", messages));
+}
+
+Result<TokenCount> TokenCounter::count_request(const std::string& render_text) {
   TokenCount out;
   const auto t0 = Clock::now();
   const Deadline until = deadline();
   KV_ASSIGN_OR_RETURN(auto wait, remaining(until));
-  auto res = upstream_.call("POST", "/apply-template", body.dump(), wait);
-  if (auto* err = std::get_if<UpstreamError>(&res)) {
+  auto res = upstream_.call("POST", "/apply-template", render_text, wait);
+  if (!res.ok()) {
     KV_TRY(remaining(until));
-    return Error("apply-template: " + err->message);
+    return Error("apply-template: " + res.error().message);
   }
-  auto& r = std::get<UpstreamResponse>(res);
+  const UpstreamResponse& r = *res;
   if (r.status != 200) {
     return Error(fmt::format("apply-template: engine answered {}: {}", r.status, r.body.substr(0, 500)));
   }
@@ -152,7 +156,7 @@ Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
     return Error("apply-template: unexpected answer from the engine");
   }
   out.prompt = j["prompt"].get<std::string>();
-  out.render_ms = ms_since(t0);
+  out.render_ms = util::ms_since(t0);
   KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out, until));
   std::lock_guard lock(mu_);
   // A learned offset never makes a count negative (an engine that under-reports).

@@ -65,6 +65,9 @@ class TokenCounter {
 
   // `body` is a chat request body (messages, tools, chat_template_kwargs, …).
   Result<TokenCount> count(const nlohmann::json& body);
+  // The same for `body` with its messages replaced by `messages` (a view), without copying
+  // the body.
+  Result<TokenCount> count(const nlohmann::json& body, const nlohmann::json& messages);
   // Tokens of plain text (no template); uses the same piece cache.
   Result<uint64_t> count_text(std::string_view text);
   // Tells the counter what the engine reported for a prompt it counted as `counted`;
@@ -83,6 +86,7 @@ class TokenCounter {
 
  private:
   using Deadline = std::chrono::steady_clock::time_point;
+  Result<TokenCount> count_request(const std::string& render_text);  // the /apply-template body
   Deadline deadline() const;
   // How long the next engine call may wait, or the time-limit error.
   Result<std::chrono::milliseconds> remaining(Deadline deadline) const;

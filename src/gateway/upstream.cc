@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "http/client.h"
 #include "http/sse.h"
 
 namespace kvgate::gateway {
@@ -19,18 +20,7 @@ std::chrono::milliseconds since(Clock::time_point t) {
 }
 
 std::unique_ptr<httplib::Client> make_client(const EngineEndpoint& ep, std::chrono::milliseconds read_timeout) {
-  auto client = std::make_unique<httplib::Client>(ep.host, ep.port);
-  client->set_connection_timeout(std::chrono::seconds(5));
-  client->set_read_timeout(read_timeout);
-  client->set_write_timeout(std::chrono::seconds(60));
-  client->set_keep_alive(false);
-  return client;
-}
-
-httplib::Headers headers_for(const EngineEndpoint& ep) {
-  httplib::Headers h;
-  if (!ep.api_key.empty()) h.emplace("Authorization", "Bearer " + ep.api_key);
-  return h;
+  return http::make_client(ep.host, ep.port, {.read_timeout = read_timeout, .bearer_token = ep.api_key});
 }
 
 // `silent_for`: how long the connection had been silent when the read failed; `timeout`: the
@@ -81,32 +71,29 @@ void CancelScope::detach() {
   client_ = nullptr;
 }
 
-std::variant<UpstreamResponse, UpstreamError> HttpUpstream::call(const std::string& method, const std::string& path,
-                                                                 const std::string& body,
-                                                                 std::chrono::milliseconds timeout,
-                                                                 CancelScope* cancel) {
+UpstreamResult<UpstreamResponse> HttpUpstream::call(const std::string& method, const std::string& path,
+                                                    const std::string& body, std::chrono::milliseconds timeout,
+                                                    CancelScope* cancel) {
   const EngineEndpoint ep = provider_();
   if (!ep.available) return unavailable(ep);
   auto client = make_client(ep, timeout);
   if (cancel != nullptr) cancel->attach(client.get());
   const auto t0 = Clock::now();
-  httplib::Result res = method == "GET" ? client->Get(path.c_str(), headers_for(ep))
-                                        : client->Post(path.c_str(), headers_for(ep), body, "application/json");
+  httplib::Result res = method == "GET" ? client->Get(path.c_str()) : client->Post(path.c_str(), body, "application/json");
   if (cancel != nullptr) cancel->detach();
   if (!res) return failure(res.error(), ep, cancel, since(t0), timeout);
   return UpstreamResponse{res->status, std::move(res->body), res->get_header_value("Content-Type")};
 }
 
-std::variant<int, UpstreamError> HttpUpstream::stream(const std::string& path, const std::string& body,
-                                                      const StreamHandlers& handlers,
-                                                      std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
+UpstreamResult<int> HttpUpstream::stream(const std::string& path, const std::string& body,
+                                         const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                         CancelScope* cancel) {
   const EngineEndpoint ep = provider_();
   if (!ep.available) return unavailable(ep);
   auto client = make_client(ep, idle_timeout);
   httplib::Request req;
   req.method = "POST";
   req.path = path;
-  req.headers = headers_for(ep);
   req.headers.emplace("Accept", "text/event-stream");
   req.body = body;
   req.set_header("Content-Type", "application/json");
@@ -161,7 +148,7 @@ EventStreamEnd stream_events(Upstream& upstream, const std::string& path, const 
                                 return true;
                               }},
                              idle_timeout, cancel);
-  if (auto* err = std::get_if<UpstreamError>(&res)) end.failure = *err;
+  if (!res.ok()) end.failure = res.error();
   return end;
 }
 

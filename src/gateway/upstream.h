@@ -22,7 +22,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 
 #include "util/result.h"
 
@@ -79,32 +78,31 @@ struct StreamHandlers {
   std::function<bool(std::string_view data)> on_data;
 };
 
+template <typename T>
+using UpstreamResult = Result<T, UpstreamError>;
+
 class Upstream {
  public:
   virtual ~Upstream() = default;
-  // A complete request/response. `timeout` bounds the wait for the answer.
-  virtual std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
-                                                             const std::string& body,
-                                                             std::chrono::milliseconds timeout,
-                                                             CancelScope* cancel = nullptr) = 0;
+  // A complete request/response (any HTTP status). `timeout` bounds the wait for the answer.
+  virtual UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path,
+                                                const std::string& body, std::chrono::milliseconds timeout,
+                                                CancelScope* cancel = nullptr) = 0;
   // A POST whose answer is consumed as it arrives. `idle_timeout` bounds the silence
   // between two pieces (and before the head). Returns the HTTP status on success.
-  virtual std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
-                                                  const StreamHandlers& handlers,
-                                                  std::chrono::milliseconds idle_timeout,
-                                                  CancelScope* cancel = nullptr) = 0;
+  virtual UpstreamResult<int> stream(const std::string& path, const std::string& body,
+                                     const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                     CancelScope* cancel = nullptr) = 0;
   virtual EngineEndpoint endpoint() = 0;
 };
 
 class HttpUpstream : public Upstream {
  public:
   explicit HttpUpstream(EndpointProvider provider) : provider_(std::move(provider)) {}
-  std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
-                                                     const std::string& body, std::chrono::milliseconds timeout,
-                                                     CancelScope* cancel) override;
-  std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
-                                          const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
-                                          CancelScope* cancel) override;
+  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
+                                        std::chrono::milliseconds timeout, CancelScope* cancel) override;
+  UpstreamResult<int> stream(const std::string& path, const std::string& body, const StreamHandlers& handlers,
+                             std::chrono::milliseconds idle_timeout, CancelScope* cancel) override;
   EngineEndpoint endpoint() override { return provider_(); }
 
  private:

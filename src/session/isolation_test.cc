@@ -1,5 +1,5 @@
 // The isolation invariant (intake.h) on the gateway's own recognition, intake, compaction
-// and view, driven the way Gateway::chat drives them, with a durable store in memory:
+// and view, driven the way a chat turn (gateway/turn.h) drives them, with a durable store in memory:
 // the field reports' reproductions, then a property test over generated families of
 // colliding clients, every upstream view checked by IsolationOracle.
 #include <gtest/gtest.h>

@@ -71,6 +71,16 @@ RequestKeys RequestKeys::of(const nlohmann::json& messages) {
   return r;
 }
 
+Session::ViewStats Session::ViewStats::of(const Conversation& c) {
+  return {.length = c.length,
+          .cut = c.cut,
+          .kept = c.kept.size(),
+          .summary_tokens = c.summary ? c.summary->tokens : 0,
+          .generation = c.generation,
+          .truncations = c.truncations.size(),
+          .summary_source = c.summary ? c.summary->source : ""};
+}
+
 nlohmann::json Session::to_json() const {
   std::lock_guard lock(mu);
   auto secs = [](std::chrono::system_clock::time_point t) {

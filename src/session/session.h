@@ -102,6 +102,7 @@ class Session {
   struct ViewStats {
     uint64_t length = 0, cut = 0, kept = 0, summary_tokens = 0, generation = 0, truncations = 0;
     std::string summary_source;
+    static ViewStats of(const Conversation& c);
   } view_stats;
   std::deque<nlohmann::json> compactions;  // most recent last, bounded
   TurnLog turns;                           // this process's turns (not stored)

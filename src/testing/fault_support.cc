@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "http/sse.h"
+#include "util/time.h"
 
 namespace kvgate::testing {
 
@@ -359,7 +360,7 @@ StreamOutcome stream_request(uint16_t port, json body,
         if (ch.contains("delta") && ch["delta"].contains("content") && ch["delta"]["content"].is_string()) {
           out.content += ch["delta"]["content"].get<std::string>();
           if (out.first_content_ms < 0 && !out.content.empty()) {
-            out.first_content_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            out.first_content_ms = util::ms_since(t0);
           }
         }
       }
@@ -372,7 +373,7 @@ StreamOutcome stream_request(uint16_t port, json body,
     return true;
   };
   auto res = client.send(req);
-  out.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  out.ms = util::ms_since(t0);
   out.transport_error = !res && !stopped;
   if (res && out.status != 200) {
     auto j = json::parse(out.body, nullptr, false);

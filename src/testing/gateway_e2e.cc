@@ -51,17 +51,17 @@ EngineEndpoint Engine::endpoint() const {
   return {.host = ep.host, .port = ep.port, .api_key = ep.api_key, .available = true, .state = "ready"};
 }
 
-std::variant<UpstreamResponse, UpstreamError> RecordingUpstream::call(const std::string& method, const std::string& path,
-                                                                     const std::string& body,
-                                                                     std::chrono::milliseconds timeout,
-                                                                     CancelScope* cancel) {
+gateway::UpstreamResult<UpstreamResponse> RecordingUpstream::call(const std::string& method, const std::string& path,
+                                                                 const std::string& body,
+                                                                 std::chrono::milliseconds timeout,
+                                                                 CancelScope* cancel) {
   record(path, body);
   return inner_.call(method, path, body, timeout, cancel);
 }
 
-std::variant<int, UpstreamError> RecordingUpstream::stream(const std::string& path, const std::string& body,
-                                                           const StreamHandlers& handlers,
-                                                           std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
+gateway::UpstreamResult<int> RecordingUpstream::stream(const std::string& path, const std::string& body,
+                                                       const StreamHandlers& handlers,
+                                                       std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
   record(path, body);
   return inner_.stream(path, body, handlers, idle_timeout, cancel);
 }

@@ -72,12 +72,11 @@ class Engine {
 class RecordingUpstream : public Upstream {
  public:
   explicit RecordingUpstream(EndpointProvider provider) : inner_(std::move(provider)) {}
-  std::variant<UpstreamResponse, UpstreamError> call(const std::string& method, const std::string& path,
-                                                     const std::string& body, std::chrono::milliseconds timeout,
-                                                     CancelScope* cancel) override;
-  std::variant<int, UpstreamError> stream(const std::string& path, const std::string& body,
-                                          const StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
-                                          CancelScope* cancel) override;
+  gateway::UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path,
+                                                 const std::string& body, std::chrono::milliseconds timeout,
+                                                 CancelScope* cancel) override;
+  gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body, const StreamHandlers& handlers,
+                                      std::chrono::milliseconds idle_timeout, CancelScope* cancel) override;
   EngineEndpoint endpoint() override { return inner_.endpoint(); }
   // The chat bodies sent so far, oldest first.
   std::vector<nlohmann::json> chat_bodies();

@@ -18,7 +18,7 @@
 //   - every line of a volatile-values note is a line of R's system message or an ancestor's;
 //   - every line of a summary written by `traceable_summary` is the text of a message R
 //     carries (or of the named conversation's history).
-// MiniGateway below drives recognition, intake and compaction as Gateway::chat does, for
+// MiniGateway below drives recognition, intake and compaction as a chat turn does, for
 // tests and fuzzing without an engine. Not thread-safe (one of each per test).
 #pragma once
 
@@ -64,8 +64,8 @@ class IsolationOracle {
   std::vector<Answered> log_;
 };
 
-// Gateway::chat's steps 2, 3, 5 and 7 without the engine: recognise, take in, compact past
-// a watermark `high` (tokens = bytes / 4, traceable summaries; 0: never), answer with the
+// A chat turn's steps 2, 3, 5 and 7 (gateway/turn.h) without the engine: recognise, take in,
+// compact past a watermark `high` (tokens = bytes / 4, traceable summaries; 0: never), answer with the
 // given reply, save to a store in memory (so evicted sessions come back by their keys).
 class MiniGateway {
  public:

@@ -1,0 +1,167 @@
+// A chat turn's order (Turn::run) and its steps up to the engine: prepare, recognise,
+// reconcile, bind.
+#include <atomic>
+
+#include <fmt/format.h>
+
+#include "gateway/turn_steps.h"
+#include "session/normalize.h"
+#include "util/log.h"
+
+namespace kvgate::gateway {
+
+using rescue::repair_kind_name;
+using session::evidence_name;
+using session::RequestKeys;
+using session::take_in;
+
+using nlohmann::json;
+
+namespace {
+
+// An explicit seed lets a rejected generation be replayed faithfully (rescue).
+uint32_t next_seed() {
+  static std::atomic<uint32_t> seed{0x6b76u};
+  return seed.fetch_add(7919u) & 0x7fffffffu;
+}
+
+}  // namespace
+
+std::optional<std::string> usable_conversation_id(std::string_view v) {
+  if (v.empty() || v.size() > 200) return std::nullopt;
+  for (char c : v) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '/') return std::nullopt;
+  }
+  return std::string(v);
+}
+
+void Gateway::run_turn(TurnInput input, TurnOutput& output) {
+  Turn turn(*this, std::move(input), output);
+  turn.run();
+}
+
+Turn::Turn(Gateway& gateway, TurnInput input, TurnOutput& output)
+    : g_(gateway), options_(gateway.options_), in_(std::move(input)), out_(output) {
+  rec_.route = in_.api;
+}
+
+Turn::~Turn() {
+  if (stream_opened_ && !stream_ended_) out_.end_stream(false);
+}
+
+void Turn::run() {
+  if (auto prepared = prepare(); !prepared.ok()) return refuse(prepared.error(), "bad_request");
+  if (auto placed = recognise(); !placed.ok()) {
+    if (placed.error().status != 499) out_.fail(placed.error());
+    return;
+  }
+  reconcile();
+  if (auto bound = bind(); !bound.ok()) return out_.fail(bound.error());
+  ApiStatus result = budget();
+  if (result.ok()) result = send();
+  commit(result);
+}
+
+void Turn::refuse(const ApiError& error, const char* kind) {
+  rec_.status = error.status;
+  rec_.error_kind = kind;
+  g_.metrics_.record(rec_);
+  if (error.status != 499) out_.fail(error);
+}
+
+ApiStatus Turn::prepare() {
+  KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(in_.body), g_.request_limits()));
+  req_ = std::move(prepared.request);
+  repairs_ = std::move(prepared.repairs);
+  for (const auto& r : repairs_) {
+    g_.metrics_.add(fmt::format("history_repairs_total{{kind=\"{}\"}}", repair_kind_name(r.kind)));
+    util::log_event(util::LogLevel::kInfo, "history_repair",
+                    {{"kind", std::string(repair_kind_name(r.kind))}, {"path", r.path}, {"detail", r.detail}});
+  }
+  rec_.stream = in_.stream;
+  json& body = req_.body;
+  if (req_.stream != in_.stream) body["stream"] = in_.stream;  // what the adapter asked for
+  // Stable client messages: these apply to the whole history the same way every turn.
+  stable_ = stabilise(body, options_.thinking, options_.stabiliser);
+  if (stable_.reordered > 0) {
+    g_.metrics_.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(stable_.reordered));
+  }
+  request_messages_ = body["messages"].size();
+  return {};
+}
+
+ApiStatus Turn::recognise() {
+  // Which conversation is this? Only the caller's own (its API key's scope) are candidates.
+  keys_ = RequestKeys::of(req_.body["messages"]);
+  match_ = in_.name ? g_.sessions_.find_or_create(in_.scope, keys_, in_.name->id, in_.name->how)
+                    : g_.sessions_.find_or_create(in_.scope, keys_, std::nullopt);
+  session_ = match_.session;
+  // A place with the engine: one request per conversation, conversations taking turns,
+  // bounded waiting (admission.h).
+  auto ticket = g_.admit(session_->id, [this] { return out_.client_gone(); }, rec_);
+  if (!ticket.ok()) {
+    g_.metrics_.record(rec_);
+    if (match_.created) g_.sessions_.discard_if_empty(session_, 2);  // `session_` and `match_.session`
+    return std::move(ticket).error();
+  }
+  ticket_ = std::move(ticket).value();
+  turn_lock_ = std::unique_lock(session_->turn);  // one request at a time per conversation
+  return {};
+}
+
+void Turn::reconcile() {
+  // What of the stored state this request may use (intake.h; the isolation invariant).
+  uint64_t stored_request_messages = 0;
+  {
+    std::lock_guard lock(session_->mu);
+    stored_request_messages = session_->last_request_messages;
+  }
+  json& messages = req_.body["messages"];
+  intake_ = take_in(session_->conversation,
+                    {.messages = messages,
+                     .keys = keys_,
+                     .named = session_->explicit_id,
+                     .window = match_.how == "window",
+                     .stored_request_messages = stored_request_messages},
+                    options_.stabiliser);
+  conv_ = std::move(intake_.conversation);
+  cause_ = intake_.cause;
+  cause_detail_ = intake_.cause_detail;
+  if (intake_.window_continued) g_.metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
+  if (!intake_.volatile_now.empty()) g_.metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
+  if (intake_.restarted) {
+    g_.metrics_.add(fmt::format("conversations_rebuilt_total{{evidence=\"{}\"}}", evidence_name(intake_.evidence)));
+  }
+  // From here on the upstream messages are the view: the request's own are in the conversation.
+  req_.body.erase("messages");
+}
+
+ApiStatus Turn::bind() {
+  const auto acquired = g_.slots_.acquire(session_->id);
+  slot_ = acquired.first;
+  reassigned_ = acquired.second;
+  json& body = req_.body;
+  body["id_slot"] = slot_;
+  body["cache_prompt"] = true;
+  if (!body.contains("seed") || !body["seed"].is_number_integer()) body["seed"] = next_seed();
+  if (in_.stream) {
+    if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
+    body["stream_options"]["include_usage"] = true;
+    body["return_progress"] = true;
+  }
+  auto ready = g_.wait_for_engine([this] { return out_.client_gone(); });
+  if (!ready.ok()) {
+    rec_.status = ready.error().status;
+    rec_.error_kind = "engine_unavailable";
+    g_.metrics_.record(rec_);
+    if (match_.created && session_->conversation.length == 0) g_.sessions_.discard_if_empty(session_, 2);
+  }
+  return ready;
+}
+
+std::string Turn::model_name() const {
+  auto m = req_.body.find("model");
+  return m != req_.body.end() && m->is_string() ? m->get<std::string>() : options_.model_name;
+}
+
+}  // namespace kvgate::gateway

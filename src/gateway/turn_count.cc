@@ -1,0 +1,72 @@
+// A chat turn's budget (Turn::budget): the upstream view, its prompt tokens — counted
+// exactly with the engine's template and tokenizer only near the high watermark, bounded
+// otherwise (turn_budget.h) — and a compaction when the prompt and the reply's room would
+// pass the high watermark.
+#include <fmt/format.h>
+
+#include "gateway/turn_steps.h"
+#include "util/log.h"
+#include "util/time.h"
+
+namespace kvgate::gateway {
+
+using session::BreakCause;
+using session::build_view;
+
+using nlohmann::json;
+
+ApiStatus Turn::budget() {
+  view_ = build_view(conv_);
+  // A slot that does not hold this conversation (given to it anew, or the engine restarted):
+  // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).
+  generation_ = g_.engine_generation_.load();
+  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body);
+  context_ = g_.context_tokens();
+  marks_ = watermarks(context_, options_.high_watermark_tokens, options_.high_watermark_fraction,
+                      options_.low_watermark_fraction);
+  reserve_ = reply_reserve(req_.max_tokens, options_.reply_reserve_tokens);
+  if (!options_.always_count_tokens && session_->engine_generation == generation_) {
+    bound_ = extended_prompt_bound(session_->last_view, session_->last_sent_tokens, view_);
+  }
+  if (needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
+    const auto t0 = Clock::now();
+    auto count = g_.tokens_.count(req_.body, view_);
+    rec_.accounting_ms = util::ms_since(t0);
+    if (count.ok()) {
+      counted_ = count->tokens;
+      rendered_ = std::move(count->prompt);
+    } else {
+      util::log_event(util::LogLevel::kWarn, "token_accounting_failed",
+                      {{"session", session_->id}, {"error", count.error().message()}});
+      if (is_count_time_limit(count.error())) return request_too_large(count.error().message());
+    }
+  }
+  if (options_.compaction && marks_.high > 0 && counted_ > 0 && counted_ + reserve_ > marks_.high) {
+    KV_TRY(compact_to(compaction_target(marks_.low, reserve_), "watermark"));
+  }
+  return {};
+}
+
+ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
+  KV_ASSIGN_OR_RETURN(json event,
+                      g_.compact_conversation(*session_, conv_, req_.body,
+                                              {.target = target, .first_new = intake_.first_new, .trigger = trigger,
+                                               .slot = slot_}));
+  cause_ = BreakCause::kCompaction;
+  cause_detail_ = event.value("level", "");
+  compactions_.push_back(std::move(event));
+  view_ = build_view(conv_);
+  recount();
+  return {};
+}
+
+void Turn::recount() {
+  auto count = g_.tokens_.count(req_.body, view_);
+  if (!count.ok()) return;  // the previous count stands
+  counted_ = count->tokens;
+  rendered_ = std::move(count->prompt);
+}
+
+uint64_t Turn::prompt_estimate() const { return counted_ > 0 ? counted_ : bound_.value_or(0); }
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,158 @@
+// take_in on its own (pure): each path through intake.h with the stored conversation and the
+// request written out, and what the conversation, the first new message and the cause become.
+#include "session/intake.h"
+
+#include <gtest/gtest.h>
+
+#include "session/normalize.h"
+
+namespace kvgate::session {
+namespace {
+
+using nlohmann::json;
+
+json msg(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+
+// The request taken into `stored` as a session named by its client (`named`), or recognised
+// by content (`window`: as a later window).
+Intake take(const Conversation& stored, const json& request, bool named, bool window = false,
+            uint64_t stored_request_messages = 0, const StabiliserOptions& options = {}) {
+  const RequestKeys keys = RequestKeys::of(request);
+  return take_in(stored,
+                 {.messages = request,
+                  .keys = keys,
+                  .named = named,
+                  .window = window,
+                  .stored_request_messages = stored_request_messages},
+                 options);
+}
+
+// A conversation after one turn: `request` taken into an empty one, then kvgate's reply.
+struct Stored {
+  Conversation conversation;
+  uint64_t request_messages = 0;
+};
+Stored after_turn(const json& request, const json& reply) {
+  Stored s;
+  s.conversation = take(Conversation{}, request, false).conversation;
+  s.request_messages = s.conversation.length;
+  s.conversation.append_reply(reply);
+  return s;
+}
+
+json history(const Conversation& c) {
+  json out = json::array();
+  if (c.system) out.push_back(c.system->message);
+  for (const auto& m : c.kept) out.push_back(m.message);
+  return out;
+}
+
+const json kSystem = msg("system", "You help.");
+
+TEST(IntakeTest, AContinuationKeepsTheStoredHistoryAndAppendsTheNewMessages) {
+  const Stored s = after_turn(json::array({kSystem, msg("user", "one")}), msg("assistant", "r1"));
+  const json request = json::array({kSystem, msg("user", "one"), msg("assistant", "r1"), msg("user", "two")});
+  const Intake in = take(s.conversation, request, false, false, s.request_messages);
+  EXPECT_EQ(in.evidence, Evidence::kHistoryEcho);  // it carries the last request and kvgate's reply
+  EXPECT_FALSE(in.restarted);
+  EXPECT_FALSE(in.cause);
+  EXPECT_EQ(in.first_new, 3u);
+  EXPECT_EQ(history(in.conversation), request);
+}
+
+TEST(IntakeTest, ARetryWithoutTheReplyIsTheSamePromptAndNoBreak) {
+  const Stored s = after_turn(json::array({msg("user", "one")}), msg("assistant", "r1"));
+  const Intake in = take(s.conversation, json::array({msg("user", "one")}), true);
+  EXPECT_FALSE(in.cause);
+  EXPECT_EQ(in.conversation.length, 1u);
+  EXPECT_EQ(in.first_new, 1u);  // nothing new
+}
+
+TEST(IntakeTest, ADivergenceTruncatesTheNamedConversationWhereTheClientsHistoryDiffers) {
+  const Stored s = after_turn(json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two")}),
+                              msg("assistant", "r2"));
+  const json request = json::array({kSystem, msg("user", "one"), msg("assistant", "a1 (edited)"), msg("user", "two")});
+  const Intake in = take(s.conversation, request, true);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientEdit);
+  EXPECT_EQ(in.cause_detail, "client history differs from message 2");
+  EXPECT_EQ(in.first_new, 2u);
+  EXPECT_EQ(history(in.conversation), request);
+}
+
+TEST(IntakeTest, WithoutEvidenceADifferentHistoryIsRebuiltFromTheRequestAlone) {
+  const Stored s = after_turn(json::array({kSystem, msg("user", "secret"), msg("assistant", "a1"), msg("user", "two")}),
+                              msg("assistant", "r2"));
+  const json request = json::array({kSystem, msg("user", "other"), msg("assistant", "a1"), msg("user", "two")});
+  const Intake in = take(s.conversation, request, false, false, s.request_messages);
+  EXPECT_TRUE(in.restarted);
+  EXPECT_EQ(in.evidence, Evidence::kNone);
+  EXPECT_EQ(history(in.conversation), request);
+  EXPECT_EQ(in.first_new, 0u);
+}
+
+TEST(IntakeTest, AVolatileSystemLineStaysPinnedAndTheCurrentValuesTravelInANote) {
+  const json day1 = msg("system", "You help.\nToday is 2026-01-01.");
+  const json day2 = msg("system", "You help.\nToday is 2026-01-02.");
+  const Stored s = after_turn(json::array({day1, msg("user", "one")}), msg("assistant", "r1"));
+  const json request = json::array({day2, msg("user", "one"), msg("assistant", "r1"), msg("user", "two")});
+  const Intake in = take(s.conversation, request, true);
+  EXPECT_FALSE(in.cause);  // the prefix stays what the engine has cached
+  EXPECT_EQ(in.conversation.pinned_system, "You help.\nToday is 2026-01-01.");
+  ASSERT_EQ(in.volatile_now, (std::vector<std::string>{"Today is 2026-01-02."}));
+  ASSERT_EQ(in.conversation.notes.count(3), 1u);  // on the newest user message
+  EXPECT_NE(in.conversation.notes.at(3).find("2026-01-02"), std::string::npos);
+  // Pinning off: the system message is sent as the client has it, and that breaks the prefix.
+  const Intake unpinned = take(s.conversation, request, true, false, 0, {.pin_volatile_lines = false});
+  ASSERT_TRUE(unpinned.cause);
+  EXPECT_EQ(*unpinned.cause, BreakCause::kVolatileLine);
+  EXPECT_EQ(unpinned.conversation.pinned_system, "You help.\nToday is 2026-01-02.");
+}
+
+TEST(IntakeTest, ANamedClientWindowContinuesTheKeptHistoryPastTheDroppedTurns) {
+  const json full = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two"),
+                                 msg("assistant", "a2"), msg("user", "three")});
+  const Stored s = after_turn(full, msg("assistant", "a3"));
+  // The client dropped its oldest exchange and goes on.
+  const json window = json::array({kSystem, msg("user", "two"), msg("assistant", "a2"), msg("user", "three"),
+                                   msg("assistant", "a3"), msg("user", "four")});
+  const Intake in = take(s.conversation, window, true);
+  EXPECT_TRUE(in.window_continued);
+  EXPECT_FALSE(in.restarted);
+  EXPECT_FALSE(in.cause);  // the engine's cached prefix (with the dropped turns) is kept
+  json expected = full;
+  expected.push_back(msg("assistant", "a3"));
+  expected.push_back(msg("user", "four"));
+  EXPECT_EQ(history(in.conversation), expected);
+  EXPECT_EQ(in.first_new, 7u);
+}
+
+TEST(IntakeTest, AWindowRecognisedByContentGetsOnlyItsOwnMessages) {
+  const json full = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two"),
+                                 msg("assistant", "a2"), msg("user", "three")});
+  const Stored s = after_turn(full, msg("assistant", "a3"));
+  const json window = json::array({kSystem, msg("user", "two"), msg("assistant", "a2"), msg("user", "three"),
+                                   msg("assistant", "a3"), msg("user", "four")});
+  const Intake in = take(s.conversation, window, false, true, s.request_messages);
+  EXPECT_TRUE(in.restarted);
+  EXPECT_FALSE(in.window_continued);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientTruncation);
+  EXPECT_EQ(history(in.conversation), window);
+}
+
+TEST(IntakeTest, AnEditOfEarlierMessagesIsNotTakenForAWindow) {
+  const json full = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two")});
+  const Stored s = after_turn(full, msg("assistant", "a2"));
+  // As many messages before the overlap as the kept history has: an edit, sent as it is.
+  const json edited = json::array({kSystem, msg("user", "ONE"), msg("assistant", "a1"), msg("user", "two"),
+                                   msg("assistant", "a2"), msg("user", "three")});
+  const Intake in = take(s.conversation, edited, true);
+  EXPECT_FALSE(in.window_continued);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientEdit);
+  EXPECT_EQ(history(in.conversation), edited);
+}
+
+}  // namespace
+}  // namespace kvgate::session
