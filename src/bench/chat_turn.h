@@ -38,4 +38,8 @@ struct ChatAnswer {
 // Streams when body["stream"] is true.
 ChatAnswer post_chat(HttpClient& client, const nlohmann::json& body);
 
+// A complete (non-streamed) answer read as post_chat reads it: `status` 0 with
+// `transport_error` when there was none.
+ChatAnswer read_chat_answer(int status, const std::string& body, const std::string& transport_error, double ms);
+
 }  // namespace kvgate::bench

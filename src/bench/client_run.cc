@@ -63,8 +63,9 @@ std::string costliest_turns(const ClientRun& run, size_t n) {
   std::string out;
   for (size_t i = 0; i < std::min(n, ok.size()); ++i) {
     const auto& t = *ok[i];
-    out += fmt::format("{}{}: prefilled {} of {} ({}{})", out.empty() ? "" : "; ", where(t), t.prefilled_tokens,
-                       t.prompt_tokens, what_client_did(t), t.compactions.empty() ? "" : "; compacted");
+    out += fmt::format("{}{}: prefilled {} of {}, the engine computed {:.0f} ({}{})", out.empty() ? "" : "; ", where(t),
+                       t.prefilled_tokens, t.prompt_tokens, t.engine_processed, what_client_did(t),
+                       t.compactions.empty() ? "" : "; compacted");
   }
   return out;
 }
@@ -199,12 +200,12 @@ std::vector<Violation> check_properties(const ClientRun& run) {
   }
   if (f.ok > 0 && f.ratio_bound > 0 && f.prefilled_ratio > 1.5 * f.ratio_bound) {
     out.push_back({"prefilled_ratio", "run",
-                   fmt::format("prefilled ÷ prompt = {:.3f} ({} of {} over {} answered turns) > 1.5 × bound "
-                               "{:.3f} (ideal gateway on this run: {} of {}, {} compactions; steady formula "
-                               "{:.3f}); costliest turns: {}",
-                               f.prefilled_ratio, f.prefilled_tokens, f.prompt_tokens, f.ok, f.ratio_bound,
-                               f.ideal.prefilled_tokens, f.ideal.prompt_tokens, f.ideal.compactions,
-                               f.steady_ratio_bound, costliest_turns(run, 3))});
+                   fmt::format("prefilled ÷ prompt = {:.3f} ({} of {} over {} answered turns; the engine's counters: "
+                               "{:.0f} computed, {:.0f} reused) > 1.5 × bound {:.3f} (ideal gateway on this run: {} "
+                               "of {}, {} compactions; steady formula {:.3f}); costliest turns: {}",
+                               f.prefilled_ratio, f.prefilled_tokens, f.prompt_tokens, f.ok, f.engine_processed,
+                               f.engine_cached, f.ratio_bound, f.ideal.prefilled_tokens, f.ideal.prompt_tokens,
+                               f.ideal.compactions, f.steady_ratio_bound, costliest_turns(run, 3))});
   }
   check_sessions(run, out);
   return out;
