@@ -351,7 +351,7 @@ std::vector<ClientSpec> client_family(uint64_t context_tokens, size_t turns) {
   add("append-zh", [](ClientSpec& s) { s.mix = {.prose = 0.1, .code = 0.1, .log = 0.1, .chinese = 0.7}; });
   add("window-messages", [&](ClientSpec& s) { s.window_messages = window; });
   add("window-tokens", [&](ClientSpec& s) { s.window_tokens = context_tokens / 2; });
-  add("window-large", [&](ClientSpec& s) { s.window_tokens = context_tokens + context_tokens / 2; });
+  add("window-large", [&](ClientSpec& s) { s.window_tokens = context_tokens; });  // above H = 3/4 of it
   add("tools", [](ClientSpec& s) {
     s.tool_turns = 0.8;
     s.huge_results = 0.1;

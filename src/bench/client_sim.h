@@ -168,7 +168,9 @@ class ClientSim {
 };
 
 // The standard family of behaviours, sized for a client configured with `context_tokens`
-// and runs of `turns` turns (a message window of `turns` messages slides in mid-run):
+// and runs of `turns` turns (a message window of `turns` messages slides in mid-run; the
+// token windows are half the context and the whole context, the latter above kvgate's high
+// watermark):
 // append, append-zh, window-messages, window-tokens, window-large, tools, ids,
 // self-summary, edits, pasted, parallel, user-report (the combination a user measured:
 // a 30-message window, multi-call tool turns re-sent in another order, request ids).

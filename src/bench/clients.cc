@@ -69,41 +69,50 @@ void observe_sessions(const json& listing, SessionsSeen& seen, ClientTurnResult&
   last = newest;
 }
 
-// What one run runs on: the engine, the gateway (gateway path) and the clients to both.
-struct Rig {
+// An engine and what the harness asks it directly.
+struct EngineRig {
   std::unique_ptr<LocalEngine> engine;
-  std::unique_ptr<LocalGateway> gateway;
-  std::unique_ptr<HttpClient> engine_client;  // counting, counters
-  std::unique_ptr<HttpClient> client;         // the turns
-  std::shared_ptr<gateway::Upstream> engine_upstream;  // the engine, for tool turns (tool_model.h)
-  json bias = nullptr;
+  std::unique_ptr<HttpClient> client;              // counting, counters
+  std::shared_ptr<gateway::Upstream> upstream;     // tool turns (tool_model.h), the gateway's upstream
+  json bias = nullptr;                             // plain words
 };
 
-Result<Rig> start_rig(const ClientsOptions& o, const ClientSpec& spec, bool through_gateway, const std::string& name) {
-  Rig rig;
+// What one run runs on: an engine, the gateway (gateway path) and the client of the turns.
+struct Rig {
+  EngineRig* engine = nullptr;
+  std::unique_ptr<LocalGateway> gateway;
+  std::unique_ptr<HttpClient> client;
+};
+
+Result<std::unique_ptr<EngineRig>> start_engine(const ClientsOptions& o, int slots, const std::string& name) {
+  auto rig = std::make_unique<EngineRig>();
   LocalEngineOptions eo = o.engine;
-  eo.slots = static_cast<int>(std::max<size_t>(1, spec.parallel));
-  eo.context = o.context * static_cast<uint64_t>(eo.slots);
+  eo.slots = slots;
+  eo.context = o.context * static_cast<uint64_t>(slots);
   if (o.log_dir) eo.log_file = *o.log_dir / fmt::format("engine-{}.log", name);
-  KV_ASSIGN_OR_RETURN(rig.engine, LocalEngine::start(eo));
-  rig.engine_client = std::make_unique<HttpClient>(rig.engine->endpoint(), std::chrono::seconds(600));
-  const Endpoint e = rig.engine->endpoint();
-  rig.engine_upstream = std::make_shared<gateway::HttpUpstream>(
+  KV_ASSIGN_OR_RETURN(rig->engine, LocalEngine::start(eo));
+  rig->client = std::make_unique<HttpClient>(rig->engine->endpoint(), std::chrono::seconds(600));
+  const Endpoint e = rig->engine->endpoint();
+  rig->upstream = std::make_shared<gateway::HttpUpstream>(
       [e] { return gateway::EngineEndpoint{.host = e.host, .port = e.port, .api_key = e.api_key}; });
+  if (o.plain_words) {
+    KV_ASSIGN_OR_RETURN(rig->bias, word_bias(*rig->client));
+  }
+  return rig;
+}
+
+Result<Rig> start_rig(const ClientsOptions& o, EngineRig& engine, int slots, bool through_gateway) {
+  Rig rig{.engine = &engine};
   if (through_gateway) {
     static int counter = 0;
     LocalGatewayOptions go{.gateway = o.gateway};
-    go.gateway.slots = eo.slots;
+    go.gateway.slots = slots;
     go.gateway.kv = {};
     go.store = std::filesystem::temp_directory_path() /
                fmt::format("kvgate-bench-clients-{}-{}.db", ::getpid(), counter++);
-    KV_ASSIGN_OR_RETURN(rig.gateway,
-                        LocalGateway::start(std::make_shared<ToolModelUpstream>(rig.engine_upstream), std::move(go)));
+    KV_ASSIGN_OR_RETURN(rig.gateway, LocalGateway::start(std::make_shared<ToolModelUpstream>(engine.upstream), std::move(go)));
   }
-  rig.client = std::make_unique<HttpClient>(rig.gateway ? rig.gateway->endpoint() : rig.engine->endpoint());
-  if (o.plain_words) {
-    KV_ASSIGN_OR_RETURN(rig.bias, word_bias(*rig.engine_client));
-  }
+  rig.client = std::make_unique<HttpClient>(rig.gateway ? rig.gateway->endpoint() : engine.engine->endpoint());
   return rig;
 }
 
@@ -163,7 +172,7 @@ void take_answer(const ChatAnswer& a, ClientTurnResult& r) {
 ChatAnswer send(Rig& rig, const json& body) {
   if (rig.gateway || !requires_tool_call(body)) return post_chat(*rig.client, body);
   const auto t0 = std::chrono::steady_clock::now();
-  const gateway::UpstreamResponse r = answer_with_calls(*rig.engine_upstream, body);
+  const gateway::UpstreamResponse r = answer_with_calls(*rig.engine->upstream, body);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ChatAnswer a = read_chat_answer(r.status, r.body, "", ms);
   a.request_bytes = util::json_text(body).size();
@@ -185,8 +194,26 @@ void save_failed(const ClientsOptions& o, const std::string& name, const ClientT
   (void)dir->write(fmt::format("{}-c{}-t{}.json", name, r.client, r.turn), record.dump(1) + "\n");
 }
 
-Result<ClientRun> run_one(const ClientsOptions& o, const ClientSpec& spec, uint64_t seed, bool through_gateway,
-                          size_t& done, size_t total, const ProgressFn& progress) {
+// The engines of a run_clients call: one per run, or with reuse_engines one per slot count.
+class Engines {
+ public:
+  explicit Engines(const ClientsOptions& o) : o_(o) {}
+  Result<EngineRig*> get(int slots, const std::string& name) {
+    if (!o_.reuse_engines) kept_.clear();
+    auto& e = kept_[slots];
+    if (!e) {
+      KV_ASSIGN_OR_RETURN(e, start_engine(o_, slots, o_.reuse_engines ? fmt::format("{}-slots", slots) : name));
+    }
+    return e.get();
+  }
+
+ private:
+  const ClientsOptions& o_;
+  std::map<int, std::unique_ptr<EngineRig>> kept_;
+};
+
+Result<ClientRun> run_one(const ClientsOptions& o, Engines& engines, const ClientSpec& spec, uint64_t seed,
+                          bool through_gateway, size_t& done, size_t total, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string name = run_name(spec, seed, through_gateway);
   ClientRun run{.behaviour = spec.name,
@@ -195,7 +222,9 @@ Result<ClientRun> run_one(const ClientsOptions& o, const ClientSpec& spec, uint6
                 .clients = std::max<size_t>(1, spec.parallel),
                 .marks = watermarks(o.gateway, o.context, spec)};
   if (progress) progress(done, total, name + ": starting the engine");
-  KV_ASSIGN_OR_RETURN(Rig rig, start_rig(o, spec, through_gateway, name));
+  const int slots = static_cast<int>(run.clients);
+  KV_ASSIGN_OR_RETURN(EngineRig * engine, engines.get(slots, name));
+  KV_ASSIGN_OR_RETURN(Rig rig, start_rig(o, *engine, slots, through_gateway));
   std::vector<ClientSim> sims;
   for (size_t c = 0; c < run.clients; ++c) sims.emplace_back(spec, seed, c);
   std::vector<std::optional<json>> replies(run.clients);
@@ -205,12 +234,12 @@ Result<ClientRun> run_one(const ClientsOptions& o, const ClientSpec& spec, uint6
       const ClientTurn ct = sims[c].next(replies[c]);
       ClientTurnResult r = turn_result(ct, c, run.turns.size() + 1);
       if (progress) progress(done, total, fmt::format("{}: client {} turn {}/{} ({})", name, c, turn, o.turns, ct.kind));
-      count_request(*rig.engine_client, ct, r);
+      count_request(*engine->client, ct, r);
       json body = ct.body;
-      if (!rig.bias.is_null()) body["logit_bias"] = rig.bias;
-      KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(*rig.engine_client));
+      if (!engine->bias.is_null()) body["logit_bias"] = engine->bias;
+      KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(*engine->client));
       const ChatAnswer a = send(rig, body);
-      KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(*rig.engine_client));
+      KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(*engine->client));
       take_answer(a, r);
       r.engine_processed = after.processed - before.processed;
       r.engine_cached = after.cached - before.cached;
@@ -260,11 +289,12 @@ Result<ClientsReport> run_clients(const ClientsOptions& o, const ProgressFn& pro
   for (const auto& s : o.behaviours) total += std::max<size_t>(1, s.parallel) * o.turns;
   total *= o.seeds.size() * ((o.direct ? 1U : 0U) + (o.through_gateway ? 1U : 0U));
   size_t done = 0;
+  Engines engines(o);
   for (const auto& spec : o.behaviours) {
     for (uint64_t seed : o.seeds) {
       for (bool through_gateway : {false, true}) {
         if (through_gateway ? !o.through_gateway : !o.direct) continue;
-        KV_ASSIGN_OR_RETURN(ClientRun run, run_one(o, spec, seed, through_gateway, done, total, progress)
+        KV_ASSIGN_OR_RETURN(ClientRun run, run_one(o, engines, spec, seed, through_gateway, done, total, progress)
                                                .with_context(run_name(spec, seed, through_gateway)));
         report.runs.push_back(std::move(run));
       }

@@ -1,5 +1,7 @@
 // The family of simulated clients (client_sim.h) through kvgate in front of the pinned engine,
-// at a scale CI affords: an 8K context, kTurns turns, three seeds per behaviour. Every run must
+// at a scale CI affords: an 8K context, kTurns turns of kGrowth new tokens (so that each run
+// passes the high watermark once or twice), three seeds per behaviour, one engine per slot
+// count serving the runs in turn. Every run must
 // hold kvgate's properties (client_run.h): no failed turn, compactions within the bound,
 // prefilled ÷ prompt within 1.5 × the ideal gateway's on the same turns, no conversation
 // split into two sessions or two merged into one. A failure names the behaviour, the seed,
@@ -25,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kContext = 8192;
-constexpr size_t kTurns = 14;
+constexpr size_t kTurns = 10;
+constexpr uint64_t kGrowth = 800;
 
 class ClientsFixture : public ::testing::Test {
  protected:
@@ -57,7 +60,9 @@ class ClientsFixture : public ::testing::Test {
     auto selected = select_behaviours(client_family(kContext, turns), behaviours);
     EXPECT_TRUE(selected.ok()) << selected.error().message();
     if (selected.ok()) o.behaviours = *selected;
+    for (auto& b : o.behaviours) b.growth_tokens = kGrowth;
     o.seeds = std::move(seeds);
+    o.reuse_engines = true;
     o.turns = turns;
     o.log_dir = *dir_ / behaviours;
     return o;
