@@ -343,7 +343,7 @@ std::vector<ClientSpec> client_family(uint64_t context_tokens, size_t turns) {
     ClientSpec s = base;
     s.name = std::move(name);
     change(s);
-    if (s.tool_turns > 0) s.max_tokens = 96;  // room for two calls (tool_model.h)
+    if (s.tool_turns > 0) s.max_tokens = 128;  // room for two calls (tool_model.h)
     family.push_back(std::move(s));
   };
   const size_t window = std::max<size_t>(8, std::min<size_t>(30, turns));

@@ -174,7 +174,7 @@ class ClientSim {
 // append, append-zh, window-messages, window-tokens, window-large, tools, ids,
 // self-summary, edits, pasted, parallel, user-report (the combination a user measured:
 // a 30-message window, multi-call tool turns re-sent in another order, request ids).
-// Behaviours that declare tools ask for replies of up to 96 tokens (two calls fit).
+// Behaviours that declare tools ask for replies of up to 128 tokens (two calls fit).
 std::vector<ClientSpec> client_family(uint64_t context_tokens, size_t turns);
 // The family's behaviours named in `names` (comma-separated; "all": every one).
 Result<std::vector<ClientSpec>> select_behaviours(const std::vector<ClientSpec>& family, std::string_view names);

@@ -16,8 +16,9 @@
 // engine prefills, reuses and caches exactly what it would for a model that calls tools, and
 // kvgate sees an ordinary answer: an OpenAI chat.completion (content null, tool_calls, usage,
 // the engine's timings), or for a streamed request its chunks. Every other request passes
-// through untouched. n_predict is the request's max_tokens (at least 48); as many calls as fit
-// in it (the random model spends ~45 tokens on one, a character per token), at most three.
+// through untouched. n_predict is the request's max_tokens (at least 64); the grammar allows
+// one call per 64 tokens of it (the random model spends 40–50 tokens on one, most of it a
+// character per token), at most three.
 //
 // ToolModelUpstream is the gateway's upstream in the benchmark (LocalGateway over it); the
 // direct path calls answer() itself. Thread-safety: stateless beyond the inner upstream.
