@@ -119,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(Family, ClientsE2eTest,
 class ClientsInstrumentTest : public ClientsFixture {};
 
 TEST_F(ClientsInstrumentTest, CountsMatchTheEngineAndRequiredToolsAreCalled) {
-  ClientsOptions o = options("append,tools", {5}, 6);
+  ClientsOptions o = options("append,tools", {5}, 4);
   o.direct = true;
   o.through_gateway = false;
   o.plain_words = true;  // words: the engine's output parser accepts every reply
