@@ -1,6 +1,7 @@
 #include "bench/client_sim.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -396,6 +397,24 @@ Result<std::vector<ClientSpec>> select_behaviours(const std::vector<ClientSpec>&
     out.push_back(*it);
   }
   if (out.empty()) return Error("no behaviour named (known: the family's names, or all)");
+  return out;
+}
+
+Result<std::vector<uint64_t>> parse_seeds(std::string_view text) {
+  std::vector<uint64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string item(text.substr(pos, end - pos));
+    pos = end + 1;
+    char* stop = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &stop, 10);
+    if (item.empty() || stop != item.c_str() + item.size()) {
+      return Error(fmt::format("seeds: \"{}\" is not a number (a list such as 1,2,3)", item));
+    }
+    out.push_back(v);
+  }
   return out;
 }
 

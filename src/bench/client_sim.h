@@ -179,4 +179,7 @@ std::vector<ClientSpec> client_family(uint64_t context_tokens, size_t turns);
 // The family's behaviours named in `names` (comma-separated; "all": every one).
 Result<std::vector<ClientSpec>> select_behaviours(const std::vector<ClientSpec>& family, std::string_view names);
 
+// A comma-separated list of seeds ("1,2,3"); an item that is not a number is an error naming it.
+Result<std::vector<uint64_t>> parse_seeds(std::string_view text);
+
 }  // namespace kvgate::bench

@@ -326,5 +326,15 @@ TEST(ClientTextTest, TextSizesFollowTheDensities) {
   }
 }
 
+TEST(ParseSeedsTest, ReadsAListAndNamesTheItemThatIsNotANumber) {
+  auto seeds = parse_seeds("1,2,30");
+  ASSERT_TRUE(seeds.ok()) << seeds.error().message();
+  EXPECT_EQ(*seeds, (std::vector<uint64_t>{1, 2, 30}));
+  auto bad = parse_seeds("1,x2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("\"x2\""), std::string::npos) << bad.error().message();
+  EXPECT_FALSE(parse_seeds("1,,2").ok());
+}
+
 }  // namespace
 }  // namespace kvgate::bench

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/normalize.h"
+#include "session/normalize.h"
 #include "gateway/reply.h"
 #include "util/json.h"
 
@@ -71,7 +71,7 @@ Result<json> parse_calls(const std::string& text, const std::string& prompt) {
     const size_t from = args + kArguments.size();
     calls.push_back({{"type", "function"},
                      {"function", {{"name", call["name"]}, {"arguments", inside.substr(from, inside.size() - 1 - from)}}},
-                     {"id", fmt::format("call_{:016x}_{}", gateway::hash64(prompt + text), calls.size())}});
+                     {"id", fmt::format("call_{:016x}_{}", session::hash64(prompt + text), calls.size())}});
     pos = end;
   }
   if (calls.empty()) return Error("the generation holds no call: " + text.substr(0, 200));

@@ -284,24 +284,6 @@ struct ClientsArgs {
   std::string high_watermark;
 };
 
-Result<std::vector<uint64_t>> parse_seeds(std::string_view text) {
-  std::vector<uint64_t> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find(',', pos);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string item(text.substr(pos, end - pos));
-    pos = end + 1;
-    char* stop = nullptr;
-    const unsigned long long v = std::strtoull(item.c_str(), &stop, 10);
-    if (item.empty() || stop != item.c_str() + item.size()) {
-      return Error(fmt::format("--seeds: \"{}\" is not a number (a list such as 1,2,3)", item));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 // The options of kvgate bench clients, the engine and gateway set as for replay.
 Result<bench::ClientsOptions> clients_options(const ClientsArgs& a, const fs::path& log_dir) {
   if (a.target.model.empty()) return Error("--model FILE is required (each run gets a fresh engine on it)");
@@ -312,7 +294,7 @@ Result<bench::ClientsOptions> clients_options(const ClientsArgs& a, const fs::pa
   }
   bench::ClientsOptions o;
   o.context = *context;
-  KV_ASSIGN_OR_RETURN(o.seeds, parse_seeds(a.seeds));
+  KV_ASSIGN_OR_RETURN(o.seeds, bench::parse_seeds(a.seeds));
   KV_ASSIGN_OR_RETURN(o.behaviours, bench::select_behaviours(bench::client_family(*context, a.turns), a.behaviours));
   for (auto& b : o.behaviours) {
     if (a.growth > 0) b.growth_tokens = a.growth;
