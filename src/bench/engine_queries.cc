@@ -94,6 +94,25 @@ Result<std::vector<int64_t>> tokenize(HttpClient& engine, std::string_view text)
   return out;
 }
 
+Result<uint64_t> prompt_tokens(HttpClient& engine, const json& messages, const json& tools) {
+  json body = {{"messages", messages}};
+  if (!tools.is_null()) body["tools"] = tools;
+  const auto rendered = engine.post("/apply-template", util::json_text(body));
+  if (rendered.status != 200) return answer_error("rendering the prompt (POST /apply-template)", rendered);
+  const json r = rendered.json();
+  if (!r.is_object() || !r.contains("prompt") || !r["prompt"].is_string()) {
+    return Error("the engine's /apply-template answer has no prompt");
+  }
+  const json req = {{"content", r["prompt"]}, {"add_special", false}, {"parse_special", true}};
+  const auto a = engine.post("/tokenize", util::json_text(req));
+  if (a.status != 200) return answer_error("counting the prompt (POST /tokenize)", a);
+  const json j = a.json();
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+    return Error("the engine's /tokenize answer has no tokens array");
+  }
+  return static_cast<uint64_t>(j["tokens"].size());
+}
+
 Result<json> word_bias(HttpClient& engine) {
   KV_ASSIGN_OR_RETURN(auto ids,
                       tokenize(engine, " the of and to a in is it that for on with as was he by at"));

@@ -8,6 +8,9 @@
 //                     llamacpp:prompt_tokens_cached_total (prompt tokens it reused); error if
 //                     the server has no metrics
 //   tokenize()        POST /tokenize (no special tokens added)
+//   prompt_tokens()   the prompt a chat request renders to: POST /apply-template (the model's
+//                     template, with the request's messages and tools), then POST /tokenize of
+//                     that text with its special tokens parsed as such
 //   word_bias()       a logit bias (+100) on the tokens of common English words, so that a
 //                     random-weight model answers with plain words (its unbiased output is
 //                     arbitrary bytes that the engine's output parser may reject)
@@ -36,6 +39,9 @@ Result<EngineCounters> engine_counters(HttpClient& engine);
 Result<EngineCounters> parse_engine_counters(std::string_view prometheus_text);
 
 Result<std::vector<int64_t>> tokenize(HttpClient& engine, std::string_view text);
+
+// `messages` and, when not null, `tools` of a chat request.
+Result<uint64_t> prompt_tokens(HttpClient& engine, const nlohmann::json& messages, const nlohmann::json& tools);
 
 Result<nlohmann::json> word_bias(HttpClient& engine);
 

@@ -5,18 +5,15 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "bench/chat_turn.h"
 #include "bench/http_client.h"
 #include "bench/local_gateway.h"
-#include "gateway/reply.h"
-#include "util/json.h"
 
 namespace kvgate::bench {
 
 using nlohmann::json;
 
 namespace {
-
-constexpr std::string_view kChatPath = "/v1/chat/completions";
 
 // The turn's events among a session listing: those newer than `last_ts` (updated).
 json new_compactions(const json& sessions, int64_t& last_ts) {
@@ -42,58 +39,21 @@ json new_compactions(const json& sessions, int64_t& last_ts) {
 }
 
 // Sends one turn and fills status, failure, times and token figures.
-void send_turn(HttpClient& client, const json& body, bool stream, TurnResult& t, std::optional<json>& reply) {
-  const std::string text = util::json_text(body);
-  t.request_bytes = text.size();
-  gateway::Usage usage;
-  json error = nullptr;
-  std::string transport;
-  reply.reset();
-  if (stream) {
-    StreamedAnswer a = client.post_stream(std::string(kChatPath), text);
-    t.status = a.status;
-    t.total_ms = a.total_ms;
-    t.ttft_ms = a.first_token_ms;
-    transport = a.transport_error;
-    if (a.status != 200 && a.status != 0) {
-      error = json::parse(a.error_body, nullptr, false);
-      if (error.is_discarded()) error = a.error_body;
-    } else if (a.error) {
-      error = *a.error;
-    } else if (a.status == 200 && transport.empty() && !a.done) {
-      error = "the stream ended without [DONE]";
-    }
-    usage = a.reply.usage();
-    if (a.reply.has_output() || !a.reply.content().empty()) reply = a.reply.message();
-  } else {
-    HttpAnswer a = client.post(std::string(kChatPath), text);
-    t.status = a.status;
-    t.total_ms = a.ms;
-    transport = a.transport_error;
-    const json j = a.json();
-    if (a.status != 200 && a.status != 0) {
-      error = j.is_null() ? json(a.body) : j;
-    } else if (a.status == 200) {
-      usage = gateway::usage_from(j);
-      t.ttft_ms = a.ms;
-      gateway::ReplyAccumulator acc;
-      acc.set_response(j);
-      reply = acc.message();
-    }
-  }
-  const Failure f = classify_failure(t.status, transport, error);
-  t.failure = f.kind;
-  t.error = f.message;
+void send_turn(HttpClient& client, const json& body, TurnResult& t, std::optional<json>& reply) {
+  ChatAnswer a = post_chat(client, body);
+  t.request_bytes = a.request_bytes;
+  t.status = a.status;
+  t.total_ms = a.total_ms;
+  t.ttft_ms = a.ttft_ms;
+  t.failure = a.failure;
+  t.error = a.error;
+  reply = std::move(a.reply);
   if (t.ok()) {
-    t.prompt_tokens = usage.prompt_tokens;
-    t.cached_tokens = usage.cached_tokens;
-    t.prefilled_tokens = usage.prefilled_tokens;
+    t.prompt_tokens = a.usage.prompt_tokens;
+    t.cached_tokens = a.usage.cached_tokens;
+    t.prefilled_tokens = a.usage.prefilled_tokens;
   } else {
-    reply.reset();
-    json e = error.is_object() && error.contains("error") ? error["error"] : error;
-    if (e.is_object() && e.contains("n_prompt_tokens") && e["n_prompt_tokens"].is_number_unsigned()) {
-      t.prompt_tokens = e["n_prompt_tokens"];
-    }
+    t.prompt_tokens = a.overflow_prompt_tokens;
   }
 }
 
@@ -255,7 +215,7 @@ Result<PathResult> run_path(const Trace& trace, const ReplayOptions& options, bo
                            t.request_messages));
     }
     KV_ASSIGN_OR_RETURN(const EngineCounters before, engine_counters(*rig.engine_client));
-    send_turn(*rig.client, body, t.stream, t, reply);
+    send_turn(*rig.client, body, t, reply);
     KV_ASSIGN_OR_RETURN(const EngineCounters after, engine_counters(*rig.engine_client));
     t.engine_processed = after.processed - before.processed;
     t.engine_cached = after.cached - before.cached;

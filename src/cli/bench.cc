@@ -1,8 +1,9 @@
-// kvgate bench prefill|replay|overhead: measurements of the engine and of kvgate in front
-// of it, written as CSV, JSON and SVG into --out DIR (see src/bench and docs/BENCHMARKS.md).
+// kvgate bench prefill|replay|clients|overhead: measurements of the engine and of kvgate in
+// front of it, written as CSV, JSON and SVG into --out DIR (see src/bench and docs/BENCHMARKS.md).
 //
 //   kvgate bench prefill  (--url URL [--api-key K] | --model FILE) [--ctx 4k..64k] [--reps 3]
 //   kvgate bench replay   TRACE.jsonl --model FILE [--ctx 32k] [--turns N] [--live] [--restart-every N]
+//   kvgate bench clients  --model FILE [--ctx 16k] [--behaviours all] [--seeds 1,2,3] [--turns 30] [--check]
 //   kvgate bench overhead (--url URL [--api-key K] | --model FILE) [--reps 100] [--large-bytes 1MiB]
 //
 // With --model the pinned engine (or --server BIN, or $KVGATE_SERVER) is started on a free
@@ -16,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/clients.h"
 #include "bench/local_engine.h"
 #include "bench/overhead.h"
 #include "bench/prefill.h"
@@ -168,47 +170,66 @@ void choose_saved_states(const ReplayArgs& a, const plan::ServerCaps& caps, bool
                            {"engine_args", o.engine.extra_args}};
 }
 
-// The engine's flags for both paths (as `kvgate up` runs the build) and the gateway's
-// settings that depend on them.
-Status choose_engine_settings(const ReplayArgs& a, uint64_t context, bench::ReplayOptions& o) {
-  const TargetArgs& t = a.target;
-  o.engine = {
-      .model = t.model, .context = context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
-  if (!t.server.empty()) o.engine.server = t.server;
+// The engine's flags (as `kvgate up` runs the build) and what the gateway must know of them.
+struct EngineChoice {
+  bench::LocalEngineOptions engine;
+  plan::ServerCaps caps;
+  bool recurrent = false;  // known when `describe` (ik builds always describe the model)
+  bool summary_after_tail = false;
+};
+
+Result<EngineChoice> choose_engine(const TargetArgs& t, uint64_t context, uint32_t cache_reuse, bool describe) {
+  EngineChoice c;
+  c.engine = {.model = t.model, .context = context, .slots = 1, .extra_args = bench::split_args(t.engine_args)};
+  if (!t.server.empty()) c.engine.server = t.server;
   // The build decides the fork: ik runs as `kvgate up` runs it (jinja on, context shift off,
   // no ./llama.log, the checkpoint tolerance for hybrid models; it has no chunk reuse).
   KV_ASSIGN_OR_RETURN(
       auto server_bin,
       engine::resolve_server(t.server.empty() ? std::nullopt : std::optional<std::string>(t.server)));
   KV_ASSIGN_OR_RETURN(auto probed, engine::probe_server(server_bin));
-  o.gateway.engine_fork = probed.caps.fork;
-  uint32_t cache_reuse = a.cache_reuse;
+  c.caps = probed.caps;
   const bool ik = probed.caps.fork == plan::Fork::kIk;
-  bool recurrent = false;
-  if (ik || a.restart_every > 0) {
+  if (ik || describe) {
     KV_ASSIGN_OR_RETURN(auto file, gguf::File::open(t.model));
     KV_ASSIGN_OR_RETURN(auto desc, plan::describe_model(file));
-    recurrent = desc.has_recurrent();
+    c.recurrent = desc.has_recurrent();
   }
   if (ik) {
     cache_reuse = 0;
-    o.engine.extra_args.insert(o.engine.extra_args.end(),
-                               {"--jinja", "--context-shift", "off", "--log-disable"});
+    c.engine.extra_args.insert(c.engine.extra_args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
     plan::ServerSettings s;
-    plan::choose_fork_settings(probed.caps, recurrent, s);
+    plan::choose_fork_settings(probed.caps, c.recurrent, s);
     if (s.ctx_checkpoint_tolerance) {
-      o.engine.extra_args.insert(o.engine.extra_args.end(), {"-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance)});
+      c.engine.extra_args.insert(c.engine.extra_args.end(), {"-ctx-ckpt-t", std::to_string(*s.ctx_checkpoint_tolerance)});
     }
   }
-  // Both paths run the engine as `kvgate up` does for an attention-only model: chunk reuse on
-  // (the direct path gets it too, so the settings are the same), and the gateway compacts at
-  // the planner's safe cap with the summary after the retained messages, which then stay cached.
+  // The engine runs as `kvgate up` runs it for an attention-only model: chunk reuse on (the
+  // direct path gets it too, so the settings are the same), and the gateway compacts at the
+  // planner's safe cap with the summary after the retained messages, which then stay cached.
   if (cache_reuse > 0) {
-    o.engine.extra_args.insert(o.engine.extra_args.end(), {"--cache-reuse", std::to_string(cache_reuse)});
+    c.engine.extra_args.insert(c.engine.extra_args.end(), {"--cache-reuse", std::to_string(cache_reuse)});
   }
-  o.gateway.compaction_options.summary_after_tail = cache_reuse > 0;
-  choose_saved_states(a, probed.caps, recurrent, o);
+  c.summary_after_tail = cache_reuse > 0;
+  return c;
+}
+
+// The engine's flags for both paths and the gateway's settings that depend on them.
+Status choose_engine_settings(const ReplayArgs& a, uint64_t context, bench::ReplayOptions& o) {
+  KV_ASSIGN_OR_RETURN(EngineChoice c, choose_engine(a.target, context, a.cache_reuse, a.restart_every > 0));
+  o.engine = std::move(c.engine);
+  o.gateway.engine_fork = c.caps.fork;
+  o.gateway.compaction_options.summary_after_tail = c.summary_after_tail;
+  choose_saved_states(a, c.caps, c.recurrent, o);
   return util::ok_status();
+}
+
+// The gateway's high watermark: --high-watermark, else the planner's safe cap of the context.
+Result<uint64_t> high_watermark(const std::string& option, uint64_t context) {
+  if (option.empty()) return uint64_t{plan::safe_cap(static_cast<uint32_t>(context))};
+  auto high = util::parse_tokens(option);
+  if (!high || *high == 0) return Error("--high-watermark: a token count such as 24k");
+  return *high;
 }
 
 int replay(const ReplayArgs& a, const std::string& out_dir, bool json) {
@@ -226,13 +247,9 @@ int replay(const ReplayArgs& a, const std::string& out_dir, bool json) {
   bench::ReplayOptions o;
   o.restart_every = a.restart_every;
   if (auto st = choose_engine_settings(a, *context, o); !st) return fail("replay", st.error().message());
-  if (a.high_watermark.empty()) {
-    o.gateway.high_watermark_tokens = plan::safe_cap(static_cast<uint32_t>(*context));
-  } else {
-    auto high = util::parse_tokens(a.high_watermark);
-    if (!high || *high == 0) return fail("replay", "--high-watermark: a token count such as 24k");
-    o.gateway.high_watermark_tokens = *high;
-  }
+  auto high = high_watermark(a.high_watermark, *context);
+  if (!high) return fail("replay", high.error().message());
+  o.gateway.high_watermark_tokens = *high;
   o.direct = a.paths != "gateway";
   o.through_gateway = a.paths != "direct";
   o.live = a.live;
@@ -250,6 +267,73 @@ int replay(const ReplayArgs& a, const std::string& out_dir, bool json) {
   } else {
     std::fputs(bench::replay_text(*report).c_str(), stdout);
     list_written(*out);
+  }
+  return kExitOk;
+}
+
+struct ClientsArgs {
+  TargetArgs target;
+  std::string ctx = "16k";
+  std::string behaviours = "all";
+  std::string seeds = "1,2,3";
+  std::string paths = "gateway";
+  size_t turns = 30;
+  uint64_t growth = 0;
+  bool plain_words = false, stream = false, check = false;
+  uint32_t cache_reuse = 256;
+  std::string high_watermark;
+};
+
+// The options of kvgate bench clients, the engine and gateway set as for replay.
+Result<bench::ClientsOptions> clients_options(const ClientsArgs& a, const fs::path& log_dir) {
+  if (a.target.model.empty()) return Error("--model FILE is required (each run gets a fresh engine on it)");
+  auto context = util::parse_tokens(a.ctx);
+  if (!context) return Error("--ctx: " + context.error().message());
+  if (a.paths != "both" && a.paths != "direct" && a.paths != "gateway") {
+    return Error("--paths must be both, direct or gateway");
+  }
+  bench::ClientsOptions o;
+  o.context = *context;
+  KV_ASSIGN_OR_RETURN(o.seeds, bench::parse_seeds(a.seeds));
+  KV_ASSIGN_OR_RETURN(o.behaviours, bench::select_behaviours(bench::client_family(*context, a.turns), a.behaviours));
+  for (auto& b : o.behaviours) {
+    if (a.growth > 0) b.growth_tokens = a.growth;
+    if (a.stream) b.stream = true;
+  }
+  KV_ASSIGN_OR_RETURN(EngineChoice c, choose_engine(a.target, *context, a.cache_reuse, false));
+  o.engine = std::move(c.engine);
+  o.gateway.engine_fork = c.caps.fork;
+  o.gateway.compaction_options.summary_after_tail = c.summary_after_tail;
+  KV_ASSIGN_OR_RETURN(const uint64_t high, high_watermark(a.high_watermark, *context));
+  o.gateway.high_watermark_tokens = high;
+  o.turns = a.turns;
+  o.plain_words = a.plain_words;
+  o.direct = a.paths != "gateway";
+  o.through_gateway = a.paths != "direct";
+  o.log_dir = log_dir;
+  return o;
+}
+
+int clients(const ClientsArgs& a, const std::string& out_dir, bool json) {
+  auto out = bench::OutputDir::open(out_dir);
+  if (!out) return fail("clients", out.error().message());
+  auto o = clients_options(a, out->dir());
+  if (!o) return fail("clients", o.error().message());
+  bench::TerminalProgress progress;
+  auto report = bench::run_clients(*o, progress.callback());
+  progress.clear();
+  if (!report) return fail("clients", report.error().message());
+  if (auto st = bench::write_clients(*report, *out); !st) return fail("clients", st.error().message());
+  if (json) {
+    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+  } else {
+    std::fputs(bench::clients_text(*report).c_str(), stdout);
+    list_written(*out);
+  }
+  if (a.check) {
+    for (const auto& run : report->runs) {
+      if (!run.violations.empty()) return kExitFailure;
+    }
   }
   return kExitOk;
 }
@@ -286,7 +370,8 @@ int overhead(const TargetArgs& t, const bench::OverheadOptions& o, const std::st
 int run_bench(int argc, char** argv) {
   CLI::App app{
       "Benchmarks: prefill throughput against context (cliff, safe cap), a trace replayed straight to the "
-      "engine and through kvgate, the gateway's overhead. Files (CSV, JSON, SVG) go to --out.",
+      "engine and through kvgate, families of simulated clients through kvgate, the gateway's overhead. Files "
+      "(CSV, JSON, SVG) go to --out.",
       "kvgate bench"};
   app.require_subcommand(1);
   std::string out_dir = "kvgate-bench";
@@ -345,6 +430,30 @@ int run_bench(int argc, char** argv) {
   r->add_option("--out", out_dir, "folder for the files");
   r->add_flag("--json", json, "print the JSON report");
 
+  ClientsArgs ca;
+  auto* c = app.add_subcommand(
+      "clients", "families of simulated agent clients through kvgate: failures, compactions, prefill, sessions");
+  add_target(*c, ca.target, false);
+  c->add_option("--ctx", ca.ctx, "engine context per client (default 16k; parallel clients get a slot each)");
+  c->add_option("--behaviours", ca.behaviours,
+                "comma-separated: append, append-zh, window-messages, window-tokens, window-large, tools, ids, "
+                "self-summary, edits, pasted, parallel, user-report; or all (default)");
+  c->add_option("--seeds", ca.seeds, "seeds, comma-separated (default 1,2,3)");
+  c->add_option("--turns", ca.turns, "turns per client (default 30)")->check(CLI::PositiveNumber);
+  c->add_option("--growth", ca.growth, "new tokens per turn for every behaviour (default 500)");
+  c->add_option("--paths", ca.paths, "gateway (default), direct or both");
+  c->add_flag("--plain-words", ca.plain_words,
+              "bias the output to common English words (random-weight models otherwise emit bytes the engine's "
+              "output parser may reject)");
+  c->add_flag("--stream", ca.stream, "every client streams (default: as the behaviour says: not streamed)");
+  c->add_option("--cache-reuse", ca.cache_reuse,
+                "the engine's --cache-reuse, as kvgate up sets it (default 256; 0: off)");
+  c->add_option("--high-watermark", ca.high_watermark,
+                "the gateway's high watermark in tokens (default: the planner's safe cap, 3/4 of --ctx)");
+  c->add_flag("--check", ca.check, "exit 1 when a run broke a property");
+  c->add_option("--out", out_dir, "folder for the files");
+  c->add_flag("--json", json, "print the JSON report");
+
   TargetArgs ot;
   bench::OverheadOptions oo;
   std::string large = "1MiB", o_ctx;
@@ -369,6 +478,7 @@ int run_bench(int argc, char** argv) {
   if (r->parsed()) {
     return replay(ra, out_dir, json);
   }
+  if (c->parsed()) return clients(ca, out_dir, json);
   if (large == "0") {
     oo.large_bytes = 0;
   } else {
