@@ -14,6 +14,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "session/session_store.h"
+#include "testing/eventually.h"
 #include "util/net.h"
 
 namespace kvgate::testing {
@@ -137,19 +138,23 @@ json UpFaultsTest::status() {
 }
 
 size_t UpFaultsTest::wait_events(size_t n) {
-  for (int i = 0; i < 200 && up_->events("request").size() < n; ++i) std::this_thread::sleep_for(25ms);
+  eventually([&] { return up_->events("request").size() >= n; });
   return up_->events("request").size();
 }
 
 json UpFaultsTest::next_request_event(size_t before, std::optional<size_t> messages) {
-  for (int i = 0; i < 200; ++i) {
+  json found;
+  eventually([&] {
     auto ev = up_->events("request");
     for (size_t k = before; k < ev.size(); ++k) {
-      if (!messages || ev[k].value("messages", size_t{0}) == *messages) return ev[k];
+      if (!messages || ev[k].value("messages", size_t{0}) == *messages) {
+        found = ev[k];
+        return true;
+      }
     }
-    std::this_thread::sleep_for(25ms);
-  }
-  return json();
+    return false;
+  });
+  return found;
 }
 
 std::vector<std::string> UpFaultsTest::private_state_mount(const std::string& size) {
