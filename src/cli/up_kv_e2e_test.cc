@@ -76,7 +76,11 @@ class UpKvStateTest : public ::testing::Test {
                       "application/json");
     ASSERT_TRUE(res && res->status == 200);
     bias_ = json::array();
-    for (const auto& id : json::parse(res->body)["tokens"]) bias_.push_back({id, 100});
+    // (Parsed into a variable: a range-for over a member of a temporary reads freed memory.)
+    const json reply = json::parse(res->body, nullptr, false);
+    if (reply.is_object()) {
+      for (const auto& id : reply.value("tokens", json::array())) bias_.push_back({id, 100});
+    }
   }
 
   // One turn of the conversation; appends the answer and the next question.

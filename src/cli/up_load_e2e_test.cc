@@ -44,7 +44,11 @@ json plain_words_bias(uint16_t port) {
                     "application/json");
   EXPECT_TRUE(res && res->status == 200);
   if (!res || res->status != 200) return bias;
-  for (const auto& id : json::parse(res->body)["tokens"]) bias.push_back({id, 100});
+  // (Parsed into a variable: a range-for over a member of a temporary reads freed memory.)
+  const json reply = json::parse(res->body, nullptr, false);
+  if (reply.is_object()) {
+    for (const auto& id : reply.value("tokens", json::array())) bias.push_back({id, 100});
+  }
   return bias;
 }
 

@@ -154,6 +154,7 @@ TEST_F(UpFaultsTest, SessionStoreOnAFullDiskAndTurnedReadOnly) {
   // committed before the file system turned read-only is there.
   up_->kill9();
   EXPECT_EQ(up_->wait_exit(), -SIGKILL);
+  ASSERT_TRUE(wait_image_released()) << "the old engine kept the read-only mount";
   start(args(model), prefix);
   const size_t before = up_->events("request").size();
   EXPECT_EQ(turn("seven"), 200);

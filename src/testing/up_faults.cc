@@ -112,7 +112,11 @@ void UpFaultsTest::learn_bias() {
              "application/json");
   ASSERT_TRUE(res && res->status == 200);
   bias_ = json::array();
-  for (const auto& id : json::parse(res->body)["tokens"]) bias_.push_back({id, 100});
+  // (Parsed into a variable: a range-for over a member of a temporary reads freed memory.)
+  const json reply = json::parse(res->body, nullptr, false);
+  if (reply.is_object()) {
+    for (const auto& id : reply.value("tokens", json::array())) bias_.push_back({id, 100});
+  }
 }
 
 json UpFaultsTest::body(const json& messages, int max_tokens) {
@@ -180,6 +184,10 @@ std::vector<std::string> UpFaultsTest::private_state_mount(const std::string& si
           fmt::format("mount -o loop,errors=remount-ro {} {} && exec \"$0\" \"$@\"", image.string(),
                       (dir_ / "state").string())};
 }
+bool UpFaultsTest::wait_image_released() {
+  return eventually([&] { return run("losetup -j " + mounted_image_ + " | grep -q .") != 0; }, 60s);
+}
+
 int UpFaultsTest::in_namespace(const std::string& command) {
   return run(fmt::format("nsenter -t {} -m -- sh -c '{}'", up_->pid(), command));
 }

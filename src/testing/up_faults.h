@@ -64,6 +64,12 @@ class UpFaultsTest : public ::testing::Test {
   std::vector<std::string> private_state_mount(const std::string& size = "16M");
   // Runs `command` inside kvgate's mount namespace.
   int in_namespace(const std::string& command);
+  // After kvgate was killed: waits until the image is mounted nowhere (every process of the
+  // old namespace, the engine included, has exited and the loop device was let go), so that
+  // the next start mounts it afresh. A mount of an image still attached reuses its loop
+  // device and with it the old mount's state (read-only after an ext4 error). False after
+  // 60 s.
+  bool wait_image_released();
 
   std::vector<std::string> server_args_;  // --server BIN for another engine than the pinned one
   std::filesystem::path dir_;
