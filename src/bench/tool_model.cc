@@ -113,8 +113,8 @@ gateway::UpstreamResponse answer_with_calls(gateway::Upstream& engine, const jso
   render.erase("stream");
   render.erase("stream_options");
   auto rendered = engine.call("POST", "/apply-template", util::json_text(render), timeout, cancel);
-  if (auto* e = std::get_if<gateway::UpstreamError>(&rendered)) return {502, util::json_text(error_body(e->message))};
-  auto& r = std::get<gateway::UpstreamResponse>(rendered);
+  if (!rendered.ok()) return {502, util::json_text(error_body(rendered.error().message))};
+  auto& r = *rendered;
   if (r.status != 200) return r;
   const json prompt = json::parse(r.body, nullptr, false);
   if (!prompt.is_object() || !prompt.contains("prompt")) return {500, util::json_text(error_body("no prompt rendered"))};
@@ -128,8 +128,8 @@ gateway::UpstreamResponse answer_with_calls(gateway::Upstream& engine, const jso
     if (body.contains(key)) completion[key] = body[key];
   }
   auto generated = engine.call("POST", "/completion", util::json_text(completion), timeout, cancel);
-  if (auto* e = std::get_if<gateway::UpstreamError>(&generated)) return {502, util::json_text(error_body(e->message))};
-  auto& g = std::get<gateway::UpstreamResponse>(generated);
+  if (!generated.ok()) return {502, util::json_text(error_body(generated.error().message))};
+  auto& g = *generated;
   if (g.status != 200) return g;
   const json out = json::parse(g.body, nullptr, false);
   if (!out.is_object() || !out.contains("content") || !out["content"].is_string()) {
@@ -179,7 +179,7 @@ std::string as_event_stream(const std::string& completion_body) {
   return out + "data: [DONE]\n\n";
 }
 
-std::variant<gateway::UpstreamResponse, gateway::UpstreamError> ToolModelUpstream::call(
+gateway::UpstreamResult<gateway::UpstreamResponse> ToolModelUpstream::call(
     const std::string& method, const std::string& path, const std::string& body, std::chrono::milliseconds timeout,
     gateway::CancelScope* cancel) {
   if (method == "POST" && path == "/v1/chat/completions") {
@@ -189,7 +189,7 @@ std::variant<gateway::UpstreamResponse, gateway::UpstreamError> ToolModelUpstrea
   return inner_->call(method, path, body, timeout, cancel);
 }
 
-std::variant<int, gateway::UpstreamError> ToolModelUpstream::stream(const std::string& path, const std::string& body,
+gateway::UpstreamResult<int> ToolModelUpstream::stream(const std::string& path, const std::string& body,
                                                                     const gateway::StreamHandlers& handlers,
                                                                     std::chrono::milliseconds idle_timeout,
                                                                     gateway::CancelScope* cancel) {

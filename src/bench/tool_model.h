@@ -52,15 +52,12 @@ std::string as_event_stream(const std::string& completion_body);
 class ToolModelUpstream : public gateway::Upstream {
  public:
   explicit ToolModelUpstream(std::shared_ptr<gateway::Upstream> inner) : inner_(std::move(inner)) {}
-  std::variant<gateway::UpstreamResponse, gateway::UpstreamError> call(const std::string& method,
-                                                                       const std::string& path,
-                                                                       const std::string& body,
-                                                                       std::chrono::milliseconds timeout,
-                                                                       gateway::CancelScope* cancel) override;
-  std::variant<int, gateway::UpstreamError> stream(const std::string& path, const std::string& body,
-                                                   const gateway::StreamHandlers& handlers,
-                                                   std::chrono::milliseconds idle_timeout,
-                                                   gateway::CancelScope* cancel) override;
+  gateway::UpstreamResult<gateway::UpstreamResponse> call(const std::string& method, const std::string& path,
+                                                          const std::string& body, std::chrono::milliseconds timeout,
+                                                          gateway::CancelScope* cancel) override;
+  gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body,
+                                      const gateway::StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                      gateway::CancelScope* cancel) override;
   gateway::EngineEndpoint endpoint() override { return inner_->endpoint(); }
 
  private:

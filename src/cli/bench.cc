@@ -28,6 +28,7 @@
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "gguf/file.h"
+#include "plan/engine_choices.h"
 #include "plan/engine_quirks.h"
 #include "plan/fit.h"
 #include "plan/model_desc.h"
@@ -132,35 +133,28 @@ struct ReplayArgs {
   size_t turns = 0;
   bool live = false, plain_words = false, as_recorded = false;
   std::optional<int> max_tokens;
-  uint32_t cache_reuse = 256;
+  uint32_t cache_reuse = plan::kCacheReuseChunk;
   std::string high_watermark;
   size_t restart_every = 0;
 };
 
 // With restarts, the gateway keeps conversations' engine states as `kvgate up` does (its
-// kv_options()): mainline builds with --slot-save-path only, the identity constant over the
-// run, exact prefixes for models with recurrent state. Off otherwise, with the reason.
+// kv_options(), plan::choose_saved_state with half the free space of the temporary folder),
+// the identity constant over the run, exact prefixes for models with recurrent state. Off
+// otherwise, with the reason.
 void choose_saved_states(const ReplayArgs& a, const plan::ServerCaps& caps, bool recurrent,
                          bench::ReplayOptions& o) {
   if (a.restart_every == 0) return;
-  if (!plan::slot_states_reliable(caps.fork)) {
-    o.saved_states_off =
-        "this ik_llama.cpp build loses the answers of slot save/restore now and then "
-        "(plan/engine_quirks.h), so kvgate keeps none for it";
-    return;
-  }
-  if (!caps.help_flags.count("--slot-save-path")) {
-    o.saved_states_off = fmt::format("{} has no --slot-save-path", caps.describe());
-    return;
-  }
   std::error_code ec;
-  const auto space = fs::space(fs::temp_directory_path(ec), ec);
-  const uint64_t budget = ec ? 0 : std::min<uint64_t>(space.available / 2, 64ull << 30);
-  if (budget < (64ull << 20)) {
-    o.saved_states_off = "less than 128 MiB free in " + fs::temp_directory_path(ec).string();
+  const fs::path tmp = fs::temp_directory_path(ec);
+  const auto space = fs::space(tmp, ec);
+  const plan::SavedStateChoice choice = plan::choose_saved_state(
+      caps, {.free_bytes = ec ? 0 : space.available, .free_share = 2, .where = tmp.string()});
+  if (!choice.enabled()) {
+    o.saved_states_off = choice.off_because;
     return;
   }
-  o.gateway.kv.disk_budget_bytes = budget;
+  o.gateway.kv.disk_budget_bytes = choice.disk_budget_bytes;
   o.gateway.kv.exact_prefix = recurrent;
   o.gateway.kv.identity = {{"model", fs::absolute(o.engine.model, ec).string()},
                            {"model_bytes", fs::file_size(o.engine.model, ec)},

@@ -22,6 +22,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/eventually.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
@@ -162,14 +163,14 @@ TEST_F(StatusPageE2eTest, PanelsShowWhatTheStatusSaysWhileATraceReplays) {
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   std::atomic<int> failed{0};
   std::atomic<int> sent{0};
-  std::thread replay([&] {
+  std::jthread replay([&] {
     for (const auto& turn : trace->turns) {
       if (!chat(turn["messages"])) ++failed;
       ++sent;
     }
   });
   // While the replay runs: the page is up and reads live data.
-  while (sent.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(testing::eventually([&] { return sent.load() >= 2; }, std::chrono::minutes(5)));
   const std::string during = dump_dom("/?key=" + std::string(kKey), 3000);
   replay.join();
   EXPECT_EQ(failed.load(), 0);

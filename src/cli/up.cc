@@ -35,14 +35,14 @@
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "engine/rotating_log.h"
+#include "engine/start_plan.h"
 #include "engine/status_report.h"
 #include "engine/supervisor.h"
 #include "gateway/gateway.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "http/http_server.h"
-#include "plan/engine_quirks.h"
-#include "plan/fit.h"
+#include "plan/engine_choices.h"
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
@@ -148,37 +148,26 @@ std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t
 }
 
 // Saving conversations' engine state (gateway/kv_keeper.h): on unless --kv-disk 0, the
-// sessions are in memory only, or the build cannot save slots. The identity holds what a
-// saved state depends on: a file saved under anything else is never restored.
-Result<gateway::KvOptions> kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,
-                                      const plan::MemoryPlan& memory, const plan::ServerSettings& settings) {
+// sessions are in memory only, or the planner says no (plan::choose_saved_state). The
+// identity holds what a saved state depends on: a file saved under anything else is never
+// restored.
+gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,
+                              const engine::StartPlan& start) {
   gateway::KvOptions kv;
-  if (cfg.state_dir.value_or("") == "none" || cfg.kv_disk.value_or(1) == 0) return kv;
-  if (!plan::slot_states_reliable(caps.fork)) {
-    say("conversations' engine state is not saved: this ik_llama.cpp build loses the answers of slot save/restore "
-        "now and then, and then stops answering (plan/engine_quirks.h)");
-    return kv;
-  }
-  if (!caps.help_flags.count("--slot-save-path")) {
-    say(fmt::format("conversations' engine state is not saved: {} has no --slot-save-path", caps.describe()));
-    return kv;
-  }
-  kv.dir = instance_dir / "kv";
-  if (cfg.kv_disk) {
-    kv.disk_budget_bytes = *cfg.kv_disk;
-  } else {
-    std::error_code ec;
-    const auto space = fs::space(instance_dir, ec);
-    kv.disk_budget_bytes = ec ? 0 : std::min<uint64_t>(space.available / 10, 64ull << 30);
-    if (kv.disk_budget_bytes < (64ull << 20)) {
-      say("conversations' engine state is not saved: less than 640 MiB free in " + instance_dir.string());
-      kv.disk_budget_bytes = 0;
-      return kv;
-    }
-  }
-  kv.save_every_tokens = cfg.kv_save_every.value_or(0);
-  kv.exact_prefix = memory.recurrent.has_value();
+  if (cfg.state_dir.value_or("") == "none") return kv;
   std::error_code ec;
+  const auto space = fs::space(instance_dir, ec);
+  const plan::SavedStateChoice choice = plan::choose_saved_state(
+      caps, {.disk_bytes = cfg.kv_disk, .free_bytes = ec ? 0 : space.available, .where = instance_dir.string()});
+  if (!choice.enabled()) {
+    if (!choice.off_because.empty()) say("conversations' engine state is not saved: " + choice.off_because);
+    return kv;
+  }
+  const plan::ServerSettings& settings = start.settings;
+  kv.dir = instance_dir / "kv";
+  kv.disk_budget_bytes = choice.disk_budget_bytes;
+  kv.save_every_tokens = cfg.kv_save_every.value_or(0);
+  kv.exact_prefix = start.memory.recurrent.has_value();
   const auto model_size = fs::file_size(settings.model_path, ec);
   const auto model_time = fs::last_write_time(settings.model_path, ec).time_since_epoch().count();
   kv.identity = {{"model", settings.model_path},
@@ -189,153 +178,105 @@ Result<gateway::KvOptions> kv_options(const UpConfig& cfg, const plan::ServerCap
                  {"cache_type_v", settings.cache_type_v},
                  {"flash_attn", static_cast<int>(settings.flash_attn)},
                  {"swa_full", settings.swa_full},
-                 {"ctx_per_slot", memory.n_ctx_slot}};
+                 {"ctx_per_slot", start.memory.n_ctx_slot}};
   return kv;
 }
 
-}  // namespace
-
-int run_up(int argc, char** argv) {
-  // SIGINT/SIGTERM are collected with sigtimedwait below.
-  const sigset_t stop_signals = block_stop_signals();
-
-  CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.",
-               "kvgate up"};
-  UpOptions options;
-  add_up_options(app, options);
-  if (auto code = parse_args(app, argc, argv)) return *code;
-  auto fail = [](const std::string& msg, int code = kExitFailure) {
-    say(msg);
-    return code;
-  };
-  if (options.config) {
-    if (auto st = merge_config_file(*options.config, options); !st)
-      return fail(st.error().message(), kExitUsage);
-  }
-  auto resolved = resolve_up_options(options);
-  if (!resolved) return fail(resolved.error().message(), kExitUsage);
-  UpConfig cfg = std::move(*resolved);
+// The options checked: the config file merged in, every value resolved, and a client key
+// required off loopback. Errors are usage errors.
+Result<UpConfig> checked_config(UpOptions& options) {
+  if (options.config) KV_TRY(merge_config_file(*options.config, options));
+  KV_ASSIGN_OR_RETURN(UpConfig cfg, resolve_up_options(options));
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
-    return fail(
-        fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
-                    cfg.listen.host),
-        kExitUsage);
+    return Error(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                             cfg.listen.host));
   }
+  return cfg;
+}
 
-  // The device: what it is, and what is wrong with it for serving (warnings do not stop it).
-  // On unified memory (Jetson) the budget is MemAvailable unless --memory is given.
-  const device::Facts dev = device::read_local_facts();
-  say("device: " + dev.summary());
-  for (const auto& c : dev.checks) {
-    if (c.level == device::Level::kWarn) say(fmt::format("warning: {}: {}", c.name, c.detail));
-  }
-  std::optional<uint64_t> budget = cfg.memory_budget;
-  if (!budget && dev.unified_memory) budget = dev.default_budget();
-
-  // 1. Model, locks, port.
-  auto model = resolve_model(cfg.model);
-  if (!model) return fail(model.error().message());
-  const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
-  const std::string who =
-      fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), model->string(), listen);
-  auto lock = engine::InstanceLock::acquire({"listen " + listen, "model " + model->string()}, who);
-  if (!lock) return fail(lock.error().message());
-
-  // 2. The build and its flags.
-  auto server = engine::resolve_server(cfg.server);
-  if (!server) return fail(server.error().message());
-  auto probed = engine::probe_server(*server);
-  if (!probed) return fail(probed.error().message());
-  const plan::ServerCaps& caps = probed->caps;
-  plan::ServerSettings& settings = cfg.settings;
-  settings.model_path = model->string();
-  settings.n_gpu_layers = cfg.n_gpu_layers.value_or(caps.gpu_offload ? -1 : 0);
-  settings.api_key = random_key();
+// What `kvgate up` starts: the model, this instance's locks and directory, the build and the
+// launch planned for it.
+struct Prepared {
+  fs::path model;
+  std::string listen;  // HOST:PORT
+  std::string who;     // this process, for the lock's description
+  std::unique_ptr<engine::InstanceLock> lock;
+  fs::path server;
+  plan::ServerCaps caps;
   // The instance's own directory (0700): sessions (unless --state-dir none) and the engine's
   // key file (0600), which keeps the key off the engine's command line.
-  const fs::path instance_dir =
-      cfg.state_dir && *cfg.state_dir != "none"
-          ? fs::path(*cfg.state_dir)
-          : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
-  if (auto st = util::make_private_dir(instance_dir); !st) return fail(st.error().message());
-  const fs::path key_file = instance_dir / "engine.key";
-  if (auto st = write_engine_key(caps, key_file, settings); !st) return fail(st.error().message());
+  fs::path instance_dir;
+  fs::path key_file;
+  engine::StartPlan start;  // its settings as launched: key file and saved-state folder included
+  gateway::KvOptions kv;
+  std::vector<std::string> args;
+  uint64_t max_token_bytes = 0;
+};
 
-  // 3. The plan.
-  auto gguf_file = gguf::File::open(*model);
-  if (!gguf_file) return fail(gguf_file.error().message());
-  auto desc = plan::describe_model(*gguf_file);
-  if (!desc) return fail(desc.error().message());
-  // On unified memory the host prompt cache and checkpoints the options leave unset are sized
-  // for the board (plan/unified_defaults.h) and passed to the engine as planned.
-  auto memory = plan::plan_memory(*desc, settings,
-                                  {.fork = caps.fork,
-                                   .reserve_bytes = cfg.reserve,
-                                   .has_accelerator = caps.gpu_offload,
-                                   .unified_memory = dev.unified_memory,
-                                   .memory_budget = dev.unified_memory ? budget.value_or(0) : 0});
-  if (!memory) return fail("planning: " + memory.error().message());
-  settings = plan::with_sized_defaults(settings, *memory);
-  if (budget && memory->total() > *budget) {
-    const std::string given = cfg.memory_budget ? options.values["memory"] : util::format_bytes(*budget);
+// 1. Model, locks. 2. The build, the instance directory and the engine's key.
+Status take_model_and_build(const UpConfig& cfg, Prepared& p) {
+  KV_ASSIGN_OR_RETURN(p.model, resolve_model(cfg.model));
+  p.listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
+  p.who = fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), p.model.string(), p.listen);
+  KV_ASSIGN_OR_RETURN(p.lock, engine::InstanceLock::acquire({"listen " + p.listen, "model " + p.model.string()}, p.who));
+  KV_ASSIGN_OR_RETURN(p.server, engine::resolve_server(cfg.server));
+  KV_ASSIGN_OR_RETURN(auto probed, engine::probe_server(p.server));
+  p.caps = probed.caps;
+  p.instance_dir = cfg.state_dir && *cfg.state_dir != "none"
+                       ? fs::path(*cfg.state_dir)
+                       : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  KV_TRY(util::make_private_dir(p.instance_dir));
+  p.key_file = p.instance_dir / "engine.key";
+  return {};
+}
+
+// 3. The plan, refused over its budget; the saved state and the build's arguments.
+Status plan_engine(const UpConfig& cfg, const UpOptions& options, const device::Facts& dev, Prepared& p) {
+  engine::StartRequest request{.settings = cfg.settings,
+                               .n_gpu_layers = cfg.n_gpu_layers,
+                               .reserve_bytes = cfg.reserve,
+                               .memory_budget = cfg.memory_budget};
+  request.settings.model_path = p.model.string();
+  request.settings.api_key = random_key();
+  KV_TRY(write_engine_key(p.caps, p.key_file, request.settings));
+  KV_ASSIGN_OR_RETURN(auto gguf_file, gguf::File::open(p.model));
+  KV_ASSIGN_OR_RETURN(auto desc, plan::describe_model(gguf_file));
+  p.max_token_bytes = longest_token_bytes(gguf_file);
+  auto start = engine::plan_start(desc, p.caps, dev, request);
+  if (!start) return std::move(start).error().with_context("planning");
+  p.start = std::move(*start);
+  if (p.start.over_budget()) {
+    const uint64_t budget = *p.start.budget.bytes;
+    const std::string given = cfg.memory_budget ? options.values.at("memory") : util::format_bytes(budget);
     const char* what = cfg.memory_budget ? "--memory" : "the memory available (MemAvailable, unified memory)";
-    return fail(fmt::format("the plan needs {}, more than {} {}: {}. Try kvgate plan {} --fit --memory {}",
-                            util::format_bytes(memory->total()), what, util::format_bytes(*budget),
-                            plan_summary(*memory, budget), model->string(), given));
+    return Error(fmt::format("the plan needs {}, more than {} {}: {}. Try kvgate plan {} --fit --memory {}",
+                             util::format_bytes(p.start.memory.total()), what, util::format_bytes(budget),
+                             plan_summary(p.start.memory, p.start.budget.bytes), p.model.string(), given));
   }
-  // Chunk reuse by KV shift lets a compacted prompt keep the retained messages' cache
-  // (the summary then follows them, see the gateway below). Attention-only models on builds
-  // that have it; recurrent and sliding-window caches cannot shift.
-  bool shifts = false;
-  if (!settings.cache_reuse && caps.accepts("--cache-reuse 0") && !memory->recurrent) {
-    bool attention_only = true;
-    for (const auto& c : memory->caches) attention_only = attention_only && c.role == plan::CacheRole::kMain;
-    if (attention_only) settings.cache_reuse = 256;
-  }
-  shifts = settings.cache_reuse.value_or(0) > 0 && !memory->recurrent;
-  plan::choose_fork_settings(caps, memory->recurrent.has_value(), settings);
-  auto kv = kv_options(cfg, caps, instance_dir, *memory, settings);
-  if (!kv.ok()) return fail(kv.error().message());
-  if (kv->enabled()) settings.slot_save_path = kv->dir.string();
-  auto args = plan::launch_args(settings, caps);
-  if (!args) return fail(args.error().message());
+  p.kv = kv_options(cfg, p.caps, p.instance_dir, p.start);
+  if (p.kv.enabled()) p.start.settings.slot_save_path = p.kv.dir.string();
+  KV_ASSIGN_OR_RETURN(p.args, plan::launch_args(p.start.settings, p.caps));
+  return {};
+}
 
-  const fs::path log_dir =
-      cfg.log_dir ? fs::path(*cfg.log_dir)
-                  : engine::cache_root() / "logs" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
-  auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
-  if (!log) return fail(log.error().message());
-
+engine::SupervisorConfig supervisor_config(const UpConfig& cfg, const Prepared& p,
+                                           std::shared_ptr<engine::RotatingLog> log) {
   engine::SupervisorConfig sc;
-  sc.launch = {.binary = *server, .args = *args, .api_key = *settings.api_key};
+  sc.launch = {.binary = p.server, .args = p.args, .api_key = *p.start.settings.api_key};
   sc.restart = cfg.restart;
   sc.timing = cfg.timing;
   sc.on_mismatch = cfg.on_mismatch;
-  sc.verifier = engine::doctor_verifier_factory(*memory, settings);
-  sc.log = std::shared_ptr<engine::RotatingLog>(std::move(*log));
+  sc.verifier = engine::doctor_verifier_factory(p.start.memory, p.start.settings);
+  sc.log = std::move(log);
   sc.on_event = [](std::string_view line) {
     std::fprintf(stderr, "[%s] %.*s\n", clock_time().c_str(), static_cast<int>(line.size()), line.data());
   };
-  engine::Supervisor supervisor(std::move(sc));
-  engine::InstanceLock* lock_ptr = lock->get();
-  supervisor.add_listener([lock_ptr, who](const engine::Transition&, const engine::SupervisorStatus& st) {
-    if (st.endpoint)
-      lock_ptr->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
-  });
+  return sc;
+}
 
-  // 4. The gateway. It listens before the engine starts: a port held by another process is
-  // an error, never a silent move to another port (this process holds the lock, so it is
-  // not another kvgate up).
-  gateway::GatewayOptions go = gateway_options(cfg, {.n_ctx_slot = memory->n_ctx_slot,
-                                                      .slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel)),
-                                                      .fork = caps.fork,
-                                                      .max_token_bytes = longest_token_bytes(*gguf_file),
-                                                      .shifts = shifts,
-                                                      .model_name = settings.alias.value_or(model->filename().string())});
-  go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
-  go.on_requests_failing = [&supervisor](const std::string& what) { supervisor.report_requests_failing(what); };
-  go.kv = *kv;
-  auto upstream = std::make_shared<gateway::HttpUpstream>([&supervisor]() {
+// The engine the gateway talks to: the supervisor's, while it serves.
+std::shared_ptr<gateway::HttpUpstream> supervised_upstream(engine::Supervisor& supervisor) {
+  return std::make_shared<gateway::HttpUpstream>([&supervisor]() {
     const auto st = supervisor.status();
     gateway::EngineEndpoint ep;
     ep.available = engine::is_serving(st.state) && st.endpoint.has_value();
@@ -347,42 +288,68 @@ int run_up(int argc, char** argv) {
     }
     return ep;
   });
+}
+
+// 4. The gateway's options: what up knows of the engine, the supervisor's callbacks and the
+// status page's engine and memory panels (uptime counts from the engine's readiness,
+// `ready_since` in steady ms, 0 while not serving).
+Result<gateway::GatewayOptions> up_gateway_options(const UpConfig& cfg, const Prepared& p,
+                                                    engine::Supervisor& supervisor,
+                                                    std::shared_ptr<std::atomic<int64_t>> ready_since) {
+  const plan::ServerSettings& settings = p.start.settings;
+  gateway::GatewayOptions go =
+      gateway_options(cfg, {.n_ctx_slot = p.start.memory.n_ctx_slot,
+                            .slots = static_cast<int>(std::max<uint32_t>(1, settings.parallel)),
+                            .fork = p.caps.fork,
+                            .max_token_bytes = p.max_token_bytes,
+                            .shifts = p.start.shifts,
+                            .model_name = settings.alias.value_or(p.model.filename().string())});
+  go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
+  go.on_requests_failing = [&supervisor](const std::string& what) { supervisor.report_requests_failing(what); };
+  go.kv = p.kv;
   if (cfg.prefill_report) {
     auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
-    if (!prefill) return fail("--prefill-report " + prefill.error().message(), kExitUsage);
+    if (!prefill) return Error("--prefill-report " + prefill.error().message());
     go.bench_prefill = std::move(*prefill);
   }
-  // The status page's engine and memory panels; uptime counts from the engine's readiness.
-  auto ready_since = std::make_shared<std::atomic<int64_t>>(0);  // steady ms, 0: not serving
-  const std::string budget_source = cfg.memory_budget ? "--memory" : dev.unified_memory ? "MemAvailable" : "";
-  go.engine_report = [&supervisor, ready_since, caps, plan = *memory, budget, budget_source] {
+  go.engine_report = [&supervisor, ready_since, caps = p.caps, plan = p.start.memory, budget = p.start.budget] {
     const auto st = supervisor.status();
     const int64_t since = ready_since->load();
     std::optional<double> uptime;
     if (since > 0 && engine::is_serving(st.state)) uptime = static_cast<double>(steady_ms() - since) / 1000.0;
     const engine::ReportedMemory* reported = st.verification ? &st.verification->reported : nullptr;
     return nlohmann::json{{"engine", engine::engine_status_json(st, caps.fork, caps.describe(), uptime)},
-                          {"memory", engine::memory_status_json(plan, budget, budget_source, reported)}};
+                          {"memory", engine::memory_status_json(plan, budget.bytes, budget.source, reported)}};
   };
-  gateway::Gateway gw(go, upstream);
-  std::string state_note = "sessions in memory only";
+  return go;
+}
+
+// The sessions' store and the saved engine states; what is kept where, for the ready line.
+Result<std::string> open_state(gateway::Gateway& gw, const UpConfig& cfg, const Prepared& p) {
+  std::string note = "sessions in memory only";
   if (cfg.state_dir.value_or("") != "none") {
-    if (auto st = gw.open_store(instance_dir / "sessions.db"); !st) return fail(st.error().message());
-    state_note = "sessions kept in " + (instance_dir / "sessions.db").string();
+    KV_TRY(gw.open_store(p.instance_dir / "sessions.db"));
+    note = "sessions kept in " + (p.instance_dir / "sessions.db").string();
   }
-  if (go.kv.enabled()) {
-    if (auto st = gw.open_kv_states(); !st) return fail(st.error().message());
-    state_note += fmt::format("; conversations' engine state saved in {} (up to {})", go.kv.dir.string(),
-                              util::format_bytes(go.kv.disk_budget_bytes));
+  if (p.kv.enabled()) {
+    KV_TRY(gw.open_kv_states());
+    note += fmt::format("; conversations' engine state saved in {} (up to {})", p.kv.dir.string(),
+                        util::format_bytes(p.kv.disk_budget_bytes));
   } else {
-    state_note += "; engine state not saved";
+    note += "; engine state not saved";
   }
-  uint64_t seen_generation = 0;
-  supervisor.add_listener([&gw, &seen_generation, ready_since](const engine::Transition&,
-                                                                const engine::SupervisorStatus& st) {
-    if (st.generation != seen_generation) {
-      if (seen_generation != 0) gw.on_engine_restart();
-      seen_generation = st.generation;
+  return note;
+}
+
+// A new engine generation tells the gateway its slots are empty; readiness sets the uptime.
+void follow_engine(engine::Supervisor& supervisor, gateway::Gateway& gw,
+                   std::shared_ptr<std::atomic<int64_t>> ready_since) {
+  auto seen_generation = std::make_shared<uint64_t>(0);  // only the supervisor's thread uses it
+  supervisor.add_listener([&gw, seen_generation, ready_since](const engine::Transition&,
+                                                               const engine::SupervisorStatus& st) {
+    if (st.generation != *seen_generation) {
+      if (*seen_generation != 0) gw.on_engine_restart();
+      *seen_generation = st.generation;
     }
     if (!engine::is_serving(st.state)) {
       ready_since->store(0);
@@ -390,6 +357,103 @@ int run_up(int argc, char** argv) {
       ready_since->store(steady_ms());
     }
   });
+}
+
+void announce_ready(const engine::SupervisorStatus& st, const std::string& gateway_line) {
+  say(fmt::format("ready in {:.1f} s: engine pid {} on {}", static_cast<double>(st.last_start.count()) / 1000.0,
+                  st.pid, st.endpoint ? st.endpoint->base_url() : "?"));
+  if (st.verification && !st.verification->checker.empty()) {
+    say(fmt::format("startup log checked ({}):", st.verification->checker));
+    for (const auto& v : st.verification->verified) say("  ok: " + v);
+    for (const auto& w : st.verification->warnings) say("  warning: " + w);
+    for (const auto& f : st.verification->findings) say("  MISMATCH (--on-mismatch warn): " + f);
+  } else {
+    say("startup log: not checked (no verifier available)");
+  }
+  say(gateway_line);
+  std::fflush(stderr);
+}
+
+// 5. Serves until a signal (exit 0) or until the supervisor gives up (exit 1).
+int serve_until_stopped(const sigset_t& stop_signals, engine::Supervisor& supervisor, const fs::path& log_file,
+                        const std::string& gateway_line) {
+  bool announced = false;
+  for (;;) {
+    siginfo_t info{};
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int sig = ::sigtimedwait(&stop_signals, &info, &tick);
+    if (sig > 0) {
+      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+      return kExitOk;
+    }
+    const auto st = supervisor.status();
+    if (st.state == engine::State::kFailed) {
+      say("giving up: " + st.cause);
+      say(fmt::format("the engine's whole output: {}", log_file.string()));
+      return kExitFailure;
+    }
+    if (!announced && engine::is_serving(st.state)) {
+      announced = true;
+      announce_ready(st, gateway_line);
+    }
+  }
+}
+
+// The device: what it is, and what is wrong with it for serving (warnings do not stop it).
+device::Facts read_device() {
+  device::Facts dev = device::read_local_facts();
+  say("device: " + dev.summary());
+  for (const auto& c : dev.checks) {
+    if (c.level == device::Level::kWarn) say(fmt::format("warning: {}: {}", c.name, c.detail));
+  }
+  return dev;
+}
+
+}  // namespace
+
+int run_up(int argc, char** argv) {
+  // SIGINT/SIGTERM are collected with sigtimedwait in serve_until_stopped.
+  const sigset_t stop_signals = block_stop_signals();
+
+  CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.",
+               "kvgate up"};
+  UpOptions options;
+  add_up_options(app, options);
+  if (auto code = parse_args(app, argc, argv)) return *code;
+  auto fail = [](const std::string& msg, int code = kExitFailure) {
+    say(msg);
+    return code;
+  };
+  auto checked = checked_config(options);
+  if (!checked) return fail(checked.error().message(), kExitUsage);
+  const UpConfig cfg = std::move(*checked);
+
+  const device::Facts dev = read_device();
+  Prepared p;
+  if (auto st = take_model_and_build(cfg, p); !st) return fail(st.error().message());
+  if (auto st = plan_engine(cfg, options, dev, p); !st) return fail(st.error().message());
+
+  const fs::path log_dir =
+      cfg.log_dir ? fs::path(*cfg.log_dir)
+                  : engine::cache_root() / "logs" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
+  if (!log) return fail(log.error().message());
+  engine::Supervisor supervisor(supervisor_config(cfg, p, std::shared_ptr<engine::RotatingLog>(std::move(*log))));
+  supervisor.add_listener([lock = p.lock.get(), who = p.who](const engine::Transition&,
+                                                             const engine::SupervisorStatus& st) {
+    if (st.endpoint) lock->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
+  });
+
+  // 4. The gateway. It listens before the engine starts: a port held by another process is
+  // an error, never a silent move to another port (this process holds the lock, so it is
+  // not another kvgate up).
+  auto ready_since = std::make_shared<std::atomic<int64_t>>(0);
+  auto go = up_gateway_options(cfg, p, supervisor, ready_since);
+  if (!go) return fail(go.error().message(), kExitUsage);
+  gateway::Gateway gw(*go, supervised_upstream(supervisor));
+  auto state_note = open_state(gw, cfg, p);
+  if (!state_note) return fail(state_note.error().message());
+  follow_engine(supervisor, gw, ready_since);
   http::HttpServerOptions http;
   http.host = cfg.listen.host;
   http.port = cfg.listen.port;
@@ -407,49 +471,16 @@ int run_up(int argc, char** argv) {
                             cfg.listen.host),
                 kExitUsage);
   }
-  const std::string gateway_url = fmt::format("http://{}:{}", cfg.listen.host, server_front.port());
+  const std::string gateway_line =
+      fmt::format("gateway: http://{}:{}/v1  ({}; compaction {} at {} tokens{})", cfg.listen.host, server_front.port(),
+                  *state_note, go->compaction ? "on" : "off", go->high_watermark_tokens.value_or(0),
+                  cfg.api_key ? "; clients send --api-key" : "");
 
-  say(fmt::format("engine: {}", caps.describe()));
-  say(fmt::format("plan: {}", plan_summary(*memory, budget)));
+  say(fmt::format("engine: {}", p.caps.describe()));
+  say(fmt::format("plan: {}", plan_summary(p.start.memory, p.start.budget.bytes)));
   say(fmt::format("engine log: {}", (log_dir / "engine.log").string()));
   supervisor.start();
-
-  // 5. Serve until a signal, or until the supervisor gives up.
-  bool announced = false;
-  int exit_code = kExitOk;
-  for (;;) {
-    siginfo_t info{};
-    const timespec tick{0, 200 * 1000 * 1000};
-    const int sig = ::sigtimedwait(&stop_signals, &info, &tick);
-    if (sig > 0) {
-      say(fmt::format("{} received: stopping", ::strsignal(sig)));
-      break;
-    }
-    const auto st = supervisor.status();
-    if (st.state == engine::State::kFailed) {
-      say("giving up: " + st.cause);
-      say(fmt::format("the engine's whole output: {}", (log_dir / "engine.log").string()));
-      exit_code = kExitFailure;
-      break;
-    }
-    if (!announced && engine::is_serving(st.state)) {
-      announced = true;
-      say(fmt::format("ready in {:.1f} s: engine pid {} on {}",
-                      static_cast<double>(st.last_start.count()) / 1000.0, st.pid,
-                      st.endpoint ? st.endpoint->base_url() : "?"));
-      if (st.verification && !st.verification->checker.empty()) {
-        say(fmt::format("startup log checked ({}):", st.verification->checker));
-        for (const auto& v : st.verification->verified) say("  ok: " + v);
-        for (const auto& w : st.verification->warnings) say("  warning: " + w);
-        for (const auto& f : st.verification->findings) say("  MISMATCH (--on-mismatch warn): " + f);
-      } else {
-        say("startup log: not checked (no verifier available)");
-      }
-      say(fmt::format("gateway: {}/v1  ({}; compaction {} at {} tokens{})", gateway_url, state_note,
-                      go.compaction ? "on" : "off", go.high_watermark_tokens.value_or(0), cfg.api_key ? "; clients send --api-key" : ""));
-      std::fflush(stderr);
-    }
-  }
+  const int exit_code = serve_until_stopped(stop_signals, supervisor, log_dir / "engine.log", gateway_line);
   // What the slots hold is saved while the engine still runs, so the next start restores it.
   if (exit_code == kExitOk && engine::is_serving(supervisor.status().state)) gw.save_kv_states();
   // The engine first: streams still relayed end with it, so the gateway's connections can
@@ -457,7 +488,7 @@ int run_up(int argc, char** argv) {
   supervisor.stop();
   server_front.stop();
   std::error_code ec;
-  fs::remove(key_file, ec);  // the next start writes a new key
+  fs::remove(p.key_file, ec);  // the next start writes a new key
   return exit_code;
 }
 

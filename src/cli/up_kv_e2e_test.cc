@@ -14,6 +14,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/eventually.h"
 #include "testing/gateway_e2e.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
@@ -75,7 +76,11 @@ class UpKvStateTest : public ::testing::Test {
                       "application/json");
     ASSERT_TRUE(res && res->status == 200);
     bias_ = json::array();
-    for (const auto& id : json::parse(res->body)["tokens"]) bias_.push_back({id, 100});
+    // (Parsed into a variable: a range-for over a member of a temporary reads freed memory.)
+    const json reply = json::parse(res->body, nullptr, false);
+    if (reply.is_object()) {
+      for (const auto& id : reply.value("tokens", json::array())) bias_.push_back({id, 100});
+    }
   }
 
   // One turn of the conversation; appends the answer and the next question.
@@ -103,14 +108,16 @@ class UpKvStateTest : public ::testing::Test {
     for (Turn t = turn(messages); t.prompt < tokens && t.prompt > 0;) t = turn(messages);
     return messages;
   }
-  // Until every turn's state was saved (up to 2 s): kvgate saves after it answered.
+  // Until every turn's state was saved: kvgate saves after it answered.
   void wait_for_saves() {
-    for (int i = 0; i < 100 && up_->events("kv_save").size() < turns_; ++i) std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(testing::eventually([&] { return up_->events("kv_save").size() >= turns_; })) << up_->output();
   }
   // Kills the engine once the last turn's state was saved (kvgate saves after it answered:
   // ~10 ms here) and waits until a new engine serves.
   void kill_engine_and_wait(bool saving) {
-    if (saving) wait_for_saves();
+    if (saving) {
+      ASSERT_NO_FATAL_FAILURE(wait_for_saves());
+    }
     const int starts = up_->engine_starts();
     ASSERT_GT(up_->engine_pid(), 0);
     ASSERT_EQ(::kill(up_->engine_pid(), SIGKILL), 0);
@@ -138,14 +145,14 @@ class UpKvStateTest : public ::testing::Test {
 TEST_F(UpKvStateTest, AfterTheEngineOrKvgateIsKilledTheNextTurnIsRestored) {
   start({});
   json messages = grown(12000);
-  kill_engine_and_wait(true);
+  ASSERT_NO_FATAL_FAILURE(kill_engine_and_wait(true));
   const Turn after_engine = turn(messages);
   after_engine.print("engine SIGKILLed");
   EXPECT_GE(after_engine.prompt, 12000u);
   EXPECT_LT(after_engine.prefilled_share(), 0.05);
   ASSERT_FALSE(up_->events("kv_restore").empty()) << up_->output().substr(0, 4000);
 
-  wait_for_saves();
+  ASSERT_NO_FATAL_FAILURE(wait_for_saves());
   up_->kill9();
   up_.reset();
   start({});
@@ -158,7 +165,7 @@ TEST_F(UpKvStateTest, WithoutSavedStateTheNextTurnIsPrefilledAgain) {
   start({"--kv-disk", "0"});
   EXPECT_NE(up_->output().find("engine state not saved"), std::string::npos) << up_->output();
   json messages = grown(12000);
-  kill_engine_and_wait(false);
+  ASSERT_NO_FATAL_FAILURE(kill_engine_and_wait(false));
   const Turn after_engine = turn(messages);
   after_engine.print("--kv-disk 0, engine SIGKILLed");
   EXPECT_GT(after_engine.prefilled_share(), 0.95);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -14,69 +15,286 @@
 namespace kvgate::cli {
 namespace {
 
+template <typename T>
+Result<T> number(const std::string& name, const std::string& v, T min, T max) {
+  T out{};
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || ptr != v.data() + v.size() || out < min || out > max) {
+    return Error(fmt::format("--{} '{}': expected a whole number from {} to {}", name, v, min, max));
+  }
+  return out;
+}
+
+Result<bool> on_off(const std::string& name, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  return Error(fmt::format("--{} '{}': expected on or off", name, v));
+}
+
+// Where a value goes: a member of UpConfig or of one of its parts (the `Where` of the readers
+// below).
+template <auto Member>
+auto& config(UpConfig& c) {
+  return c.*Member;
+}
+template <auto Member>
+auto& setting(UpConfig& c) {
+  return c.settings.*Member;
+}
+template <auto Member>
+auto& timing(UpConfig& c) {
+  return c.timing.*Member;
+}
+template <auto Member>
+auto& restart(UpConfig& c) {
+  return c.restart.*Member;
+}
+
+// How a value is read: each reader checks `v`, names the option in its error and stores the
+// result at `Where(c)`.
+template <auto Where>
+Status text(const std::string&, const std::string& v, UpConfig& c) {
+  Where(c) = v;
+  return {};
+}
+
+constexpr uint32_t kMaxU32 = std::numeric_limits<uint32_t>::max();
+
+template <auto Min, auto Max, auto Where>
+Status whole(const std::string& name, const std::string& v, UpConfig& c) {
+  KV_ASSIGN_OR_RETURN(Where(c), number<decltype(Min)>(name, v, Min, Max));
+  return {};
+}
+
+template <auto Where>
+Status switch_on_off(const std::string& name, const std::string& v, UpConfig& c) {
+  KV_ASSIGN_OR_RETURN(Where(c), on_off(name, v));
+  return {};
+}
+
+template <auto Where>
+Status positive_duration(const std::string& name, const std::string& v, UpConfig& c) {
+  auto d = parse_duration(v);
+  if (!d) return Error(fmt::format("--{}: {}", name, d.error().message()));
+  if (d->count() <= 0) return Error(fmt::format("--{}: must be positive", name));
+  Where(c) = *d;
+  return {};
+}
+
+template <auto Where>
+Status byte_size(const std::string& name, const std::string& v, UpConfig& c) {
+  auto b = util::parse_bytes(v);
+  if (!b) return Error(fmt::format("--{} '{}': {}", name, v, b.error().message()));
+  Where(c) = *b;
+  return {};
+}
+
+template <uint64_t MinKiB, auto Where>
+Status size_at_least(const std::string& name, const std::string& v, UpConfig& c) {
+  auto b = util::parse_bytes(v);
+  if (!b || *b < MinKiB * util::kKiB) {
+    return Error(fmt::format("--{} '{}': expected a size of at least {}KiB", name, v, MinKiB));
+  }
+  Where(c) = *b;
+  return {};
+}
+
+template <auto Where>
+Status watermark(const std::string& name, const std::string& v, UpConfig& c) {
+  Watermark w;
+  if (!v.empty() && v.back() == '%') {
+    double pct = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size() - 1, pct);
+    if (ec != std::errc() || ptr != v.data() + v.size() - 1 || pct <= 0 || pct > 100) {
+      return Error(fmt::format("--{} '{}': expected a percentage from 1% to 100%", name, v));
+    }
+    w.fraction = pct / 100.0;
+  } else {
+    auto t = util::parse_tokens(v);
+    if (!t || *t == 0) return Error(fmt::format("--{} '{}': expected tokens (e.g. 24k) or a percentage", name, v));
+    w.tokens = *t;
+  }
+  Where(c) = w;
+  return {};
+}
+
+Status listen_address(const std::string&, const std::string& v, UpConfig& c) {
+  KV_ASSIGN_OR_RETURN(c.listen, parse_listen(v));
+  return {};
+}
+
+// --api-key K1,K2 or --api-key-file FILE (one key per line; blank lines and # comments skipped).
+Status api_keys(const std::string& name, const std::string& value, UpConfig& c) {
+  std::vector<std::string> keys;
+  if (name == "api-key") {
+    std::stringstream in(value);
+    for (std::string k; std::getline(in, k, ',');) keys.push_back(k);
+  } else {
+    std::ifstream in(value);
+    if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", value));
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      keys.push_back(line);
+    }
+    if (keys.empty()) return Error(fmt::format("--api-key-file: '{}' holds no key", value));
+  }
+  for (const auto& k : keys) {
+    if (k.empty()) return Error(fmt::format("--{}: empty key", name));
+    for (char ch : k) {
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
+        return Error(fmt::format("--{}: a key may not contain spaces or control characters", name));
+      }
+    }
+    c.api_keys.push_back(k);
+  }
+  c.api_key = c.api_keys.front();
+  return {};
+}
+
+Status context(const std::string&, const std::string& v, UpConfig& c) {
+  auto t = util::parse_tokens(v);
+  if (!t || *t == 0 || *t > kMaxU32) {
+    return Error(fmt::format("--ctx '{}': expected a token count such as 4096 or 64k", v));
+  }
+  c.settings.ctx = static_cast<uint32_t>(*t);
+  return {};
+}
+
+Status gpu_layers(const std::string& name, const std::string& v, UpConfig& c) {
+  if (v == "all") {
+    c.n_gpu_layers = -1;
+    return {};
+  }
+  KV_ASSIGN_OR_RETURN(c.n_gpu_layers, number<int32_t>(name, v, -1, 100000));
+  return {};
+}
+
+Status flash_attn(const std::string&, const std::string& v, UpConfig& c) {
+  if (v == "on") {
+    c.settings.flash_attn = plan::FlashAttn::kOn;
+  } else if (v == "off") {
+    c.settings.flash_attn = plan::FlashAttn::kOff;
+  } else if (v == "auto") {
+    c.settings.flash_attn = plan::FlashAttn::kAuto;
+  } else {
+    return Error(fmt::format("--flash-attn '{}': expected on, off or auto", v));
+  }
+  return {};
+}
+
+// --kvu and --no-kvu: either may be given, not both.
+Status kv_unified(const std::string& name, const std::string& v, UpConfig& c) {
+  KV_ASSIGN_OR_RETURN(const bool on, on_off(name, v));
+  if (!on) return {};
+  auto& unified = c.settings.kv_unified;
+  if (unified && *unified != (name == "kvu")) return Error("--kvu and --no-kvu contradict each other");
+  unified = name == "kvu";
+  return {};
+}
+
+Status cache_ram(const std::string&, const std::string& v, UpConfig& c) {
+  auto b = util::parse_bytes(v);  // a bare number is MiB, like the engine's -cram
+  if (!b) return Error(fmt::format("--cache-ram '{}': {}", v, b.error().message()));
+  c.settings.cache_ram_mib = *b / util::kMiB;
+  return {};
+}
+
+Status cache_ram_similarity(const std::string&, const std::string& v, UpConfig& c) {
+  double d = 0;
+  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (ec != std::errc() || ptr != v.data() + v.size() || d < 0 || d > 1) {
+    return Error(fmt::format("--cache-ram-similarity '{}': expected a fraction from 0 to 1", v));
+  }
+  c.settings.cache_ram_similarity = d;
+  return {};
+}
+
+Status on_mismatch(const std::string&, const std::string& v, UpConfig& c) {
+  if (v == "fail") {
+    c.on_mismatch = engine::OnMismatch::kFail;
+  } else if (v == "warn") {
+    c.on_mismatch = engine::OnMismatch::kWarn;
+  } else {
+    return Error(fmt::format("--on-mismatch '{}': expected fail or warn", v));
+  }
+  return {};
+}
+
+Status kv_save_every(const std::string&, const std::string& v, UpConfig& c) {
+  auto t = util::parse_tokens(v);
+  if (!t || *t == 0) return Error(fmt::format("--kv-save-every '{}': expected tokens (e.g. 4k)", v));
+  c.kv_save_every = *t;
+  return {};
+}
+
+using Settings = plan::ServerSettings;
+using Timing = engine::SupervisorTiming;
+using Restart = engine::RestartPolicy;
+
 constexpr UpOptionInfo kOptions[] = {
-    {"listen", "where the gateway listens, HOST:PORT (default 127.0.0.1:8787)"},
-    {"api-key", "key clients must send (Authorization: Bearer KEY), or several, comma-separated, each its own scope; required off loopback"},
-    {"api-key-file", "file with the client keys, one per line (kept off the command line); as --api-key"},
-    {"server", "llama-server binary (default: $KVGATE_SERVER, then the pinned build)"},
-    {"ctx", "total context in tokens, e.g. 4096, 64k (default 4096)", false, "-c"},
-    {"ctk", "K cache type (default f16)"},
-    {"ctv", "V cache type (default: the K type)"},
-    {"parallel", "slots (default 1)", false, "--np"},
-    {"batch", "logical batch (default 2048)"},
-    {"ubatch", "physical batch (default 512)", false, "--ub"},
-    {"ngl", "layers on the GPU: a number or all (default: all when the build can offload, else 0)"},
-    {"memory", "memory budget, e.g. 32GiB: refuse to start when the plan exceeds it (default on unified "
+    {"listen", listen_address, "where the gateway listens, HOST:PORT (default 127.0.0.1:8787)"},
+    {"api-key", api_keys, "key clients must send (Authorization: Bearer KEY), or several, comma-separated, each its own scope; required off loopback"},
+    {"api-key-file", api_keys, "file with the client keys, one per line (kept off the command line); as --api-key"},
+    {"server", text<config<&UpConfig::server>>, "llama-server binary (default: $KVGATE_SERVER, then the pinned build)"},
+    {"ctx", context, "total context in tokens, e.g. 4096, 64k (default 4096)", false, "-c"},
+    {"ctk", text<setting<&Settings::cache_type_k>>, "K cache type (default f16)"},
+    {"ctv", text<setting<&Settings::cache_type_v>>, "V cache type (default: the K type)"},
+    {"parallel", whole<1u, kMaxU32, setting<&Settings::parallel>>, "slots (default 1)", false, "--np"},
+    {"batch", whole<1u, kMaxU32, setting<&Settings::batch>>, "logical batch (default 2048)"},
+    {"ubatch", whole<1u, kMaxU32, setting<&Settings::ubatch>>, "physical batch (default 512)", false, "--ub"},
+    {"ngl", gpu_layers, "layers on the GPU: a number or all (default: all when the build can offload, else 0)"},
+    {"memory", byte_size<config<&UpConfig::memory_budget>>, "memory budget, e.g. 32GiB: refuse to start when the plan exceeds it (default on unified "
                "memory, e.g. a Jetson: MemAvailable)"},
-    {"reserve", "memory kept free for OS and driver within the budget (default 1GiB)"},
-    {"flash-attn", "on|off|auto (default auto)", false, "--fa"},
-    {"kvu", "one KV pool shared by all slots (mainline -kvu)", true},
-    {"no-kvu", "a KV pool per slot (mainline -no-kvu)", true},
-    {"swa-full", "full-size sliding-window cache (mainline --swa-full)", true},
-    {"cache-ram", "host prompt cache limit (-cram), e.g. 8GiB or 8192 (MiB); 0 disables"},
-    {"cache-reuse", "mainline --cache-reuse N (chunk reuse by KV shift)"},
-    {"cache-ram-similarity", "ik -crs F"},
-    {"cache-ram-n-min", "ik -cram-n-min N"},
-    {"ctx-checkpoints", "context checkpoints per slot"},
-    {"ctx-checkpoint-tolerance", "ik -ctx-ckpt-t N (default for hybrid/recurrent models on ik: 16)"},
-    {"context-shift", "on|off (default off: kvgate compacts instead)"},
-    {"jinja", "on|off (default on)"},
-    {"timeout", "engine socket time-out in seconds (default 3600)"},
-    {"threads", "engine CPU threads"},
-    {"mla", "ik -mla 0..3"},
-    {"alias", "model name the engine reports"},
-    {"on-mismatch", "fail|warn: what a startup log that contradicts the plan does (default fail)"},
-    {"log-dir", "engine log directory (default ~/.cache/kvgate/logs/up-HOST-PORT)"},
-    {"log-max-size", "rotate the engine log at this size (default 20MiB)"},
-    {"log-keep", "rotated engine logs kept (default 5)"},
-    {"health-interval", "time between deep health probes (default 10s)"},
-    {"probe-timeout", "time-out of one deep probe (default 5s)"},
-    {"start-timeout", "spawn to /health 200 (default 5m)"},
-    {"ready-timeout", "/health 200 to a completed token (default 2m)"},
-    {"stop-grace", "SIGTERM to SIGKILL (default 10s)"},
-    {"zombie-after", "failed deep probes in a row that make the engine a zombie (default 3)"},
-    {"backoff", "first restart delay (default 1s), doubling per restart"},
-    {"backoff-max", "restart delay cap (default 60s)"},
-    {"max-failed-starts", "starts in a row that never get ready before giving up (default 5; 0 = never)"},
-    {"state-dir", "where sessions are kept across restarts (default ~/.cache/kvgate/state/up-HOST-PORT; 'none': memory only)"},
-    {"kv-disk", "disk for conversations' saved engine state, restored after restarts and slot contention (default 10% of the free space in the state directory, at most 64GiB; 0 = off)"},
-    {"kv-save-every", "save a conversation's state after a turn once it grew by this many tokens (default: after every turn while a save costs at most 5% of the prefill a restore of it replaces, from measured speeds)"},
-    {"thinking", "on|off: the default for clients that do not ask (default off)"},
-    {"compaction", "on|off: compact conversations before they overflow (default on)"},
-    {"high-watermark", "compact when a prompt would pass this: tokens or a percentage of the slot context (default: the planner's safe cap, 3/4 of the slot)"},
-    {"low-watermark", "compact down to this: tokens or a percentage of the high watermark (default 55%)"},
-    {"max-body", "largest request body accepted (default 64MiB)"},
-    {"max-sessions", "sessions kept in memory (default 1024; more stay in the state directory)"},
-    {"keepalive", "SSE keep-alive interval while the engine is silent (default 10s)"},
-    {"max-inflight", "requests working with the engine at once (default: --parallel)"},
-    {"max-queue", "requests waiting for the engine; beyond it new ones get 429 with Retry-After (default 64)"},
-    {"queue-timeout", "longest wait for the engine before a 429 with Retry-After (default 2m)"},
-    {"upstream-timeout", "engine silence tolerated before a 504 or an in-stream error (default 5m; longer for long prompts)"},
-    {"generation-timeout", "added to the upstream time-out for a non-streamed answer (default 10m)"},
-    {"max-messages", "messages one chat request may carry; more get 413 (default 4096)"},
-    {"count-timeout", "longest time counting one prompt's tokens may take; then 413 (default 30s)"},
-    {"compaction-timeout", "longest time one compaction may take; then 400 (default 60s)"},
-    {"prefill-report", "the prefill.json of a `kvgate bench prefill` run, shown on the status page"},
+    {"reserve", byte_size<config<&UpConfig::reserve>>, "memory kept free for OS and driver within the budget (default 1GiB)"},
+    {"flash-attn", flash_attn, "on|off|auto (default auto)", false, "--fa"},
+    {"kvu", kv_unified, "one KV pool shared by all slots (mainline -kvu)", true},
+    {"no-kvu", kv_unified, "a KV pool per slot (mainline -no-kvu)", true},
+    {"swa-full", switch_on_off<setting<&Settings::swa_full>>, "full-size sliding-window cache (mainline --swa-full)", true},
+    {"cache-ram", cache_ram, "host prompt cache limit (-cram), e.g. 8GiB or 8192 (MiB); 0 disables"},
+    {"cache-reuse", whole<0u, kMaxU32, setting<&Settings::cache_reuse>>, "mainline --cache-reuse N (chunk reuse by KV shift)"},
+    {"cache-ram-similarity", cache_ram_similarity, "ik -crs F"},
+    {"cache-ram-n-min", whole<0u, kMaxU32, setting<&Settings::cache_ram_n_min>>, "ik -cram-n-min N"},
+    {"ctx-checkpoints", whole<0u, kMaxU32, setting<&Settings::ctx_checkpoints>>, "context checkpoints per slot"},
+    {"ctx-checkpoint-tolerance", whole<0u, kMaxU32, setting<&Settings::ctx_checkpoint_tolerance>>, "ik -ctx-ckpt-t N (default for hybrid/recurrent models on ik: 16)"},
+    {"context-shift", switch_on_off<setting<&Settings::context_shift>>, "on|off (default off: kvgate compacts instead)"},
+    {"jinja", switch_on_off<setting<&Settings::jinja>>, "on|off (default on)"},
+    {"timeout", whole<1u, kMaxU32, setting<&Settings::timeout_s>>, "engine socket time-out in seconds (default 3600)"},
+    {"threads", whole<1u, kMaxU32, setting<&Settings::threads>>, "engine CPU threads"},
+    {"mla", whole<0, 3, setting<&Settings::mla>>, "ik -mla 0..3"},
+    {"alias", text<setting<&Settings::alias>>, "model name the engine reports"},
+    {"on-mismatch", on_mismatch, "fail|warn: what a startup log that contradicts the plan does (default fail)"},
+    {"log-dir", text<config<&UpConfig::log_dir>>, "engine log directory (default ~/.cache/kvgate/logs/up-HOST-PORT)"},
+    {"log-max-size", size_at_least<4, config<&UpConfig::log_max_bytes>>, "rotate the engine log at this size (default 20MiB)"},
+    {"log-keep", whole<0, 1000, config<&UpConfig::log_keep>>, "rotated engine logs kept (default 5)"},
+    {"health-interval", positive_duration<timing<&Timing::health_interval>>, "time between deep health probes (default 10s)"},
+    {"probe-timeout", positive_duration<timing<&Timing::probe_timeout>>, "time-out of one deep probe (default 5s)"},
+    {"start-timeout", positive_duration<timing<&Timing::start_timeout>>, "spawn to /health 200 (default 5m)"},
+    {"ready-timeout", positive_duration<timing<&Timing::ready_timeout>>, "/health 200 to a completed token (default 2m)"},
+    {"stop-grace", positive_duration<timing<&Timing::stop_grace>>, "SIGTERM to SIGKILL (default 10s)"},
+    {"zombie-after", whole<1, 1000, restart<&Restart::zombie_after>>, "failed deep probes in a row that make the engine a zombie (default 3)"},
+    {"backoff", positive_duration<restart<&Restart::backoff_initial>>, "first restart delay (default 1s), doubling per restart"},
+    {"backoff-max", positive_duration<restart<&Restart::backoff_max>>, "restart delay cap (default 60s)"},
+    {"max-failed-starts", whole<0, 1000000, restart<&Restart::max_failed_starts>>, "starts in a row that never get ready before giving up (default 5; 0 = never)"},
+    {"state-dir", text<config<&UpConfig::state_dir>>, "where sessions are kept across restarts (default ~/.cache/kvgate/state/up-HOST-PORT; 'none': memory only)"},
+    {"kv-disk", byte_size<config<&UpConfig::kv_disk>>, "disk for conversations' saved engine state, restored after restarts and slot contention (default 10% of the free space in the state directory, at most 64GiB; 0 = off)"},
+    {"kv-save-every", kv_save_every, "save a conversation's state after a turn once it grew by this many tokens (default: after every turn while a save costs at most 5% of the prefill a restore of it replaces, from measured speeds)"},
+    {"thinking", switch_on_off<config<&UpConfig::thinking>>, "on|off: the default for clients that do not ask (default off)"},
+    {"compaction", switch_on_off<config<&UpConfig::compaction>>, "on|off: compact conversations before they overflow (default on)"},
+    {"high-watermark", watermark<config<&UpConfig::high_watermark>>, "compact when a prompt would pass this: tokens or a percentage of the slot context (default: the planner's safe cap, 3/4 of the slot)"},
+    {"low-watermark", watermark<config<&UpConfig::low_watermark>>, "compact down to this: tokens or a percentage of the high watermark (default 55%)"},
+    {"max-body", size_at_least<1, config<&UpConfig::max_body_bytes>>, "largest request body accepted (default 64MiB)"},
+    {"max-sessions", whole<1u, 10000000u, config<&UpConfig::max_sessions>>, "sessions kept in memory (default 1024; more stay in the state directory)"},
+    {"keepalive", positive_duration<config<&UpConfig::keepalive>>, "SSE keep-alive interval while the engine is silent (default 10s)"},
+    {"max-inflight", whole<1u, 100000u, config<&UpConfig::max_inflight>>, "requests working with the engine at once (default: --parallel)"},
+    {"max-queue", whole<0u, 1000000u, config<&UpConfig::max_queue>>, "requests waiting for the engine; beyond it new ones get 429 with Retry-After (default 64)"},
+    {"queue-timeout", positive_duration<config<&UpConfig::queue_timeout>>, "longest wait for the engine before a 429 with Retry-After (default 2m)"},
+    {"upstream-timeout", positive_duration<config<&UpConfig::upstream_timeout>>, "engine silence tolerated before a 504 or an in-stream error (default 5m; longer for long prompts)"},
+    {"generation-timeout", positive_duration<config<&UpConfig::generation_timeout>>, "added to the upstream time-out for a non-streamed answer (default 10m)"},
+    {"max-messages", whole<1u, 1000000u, config<&UpConfig::max_messages>>, "messages one chat request may carry; more get 413 (default 4096)"},
+    {"count-timeout", positive_duration<config<&UpConfig::count_timeout>>, "longest time counting one prompt's tokens may take; then 413 (default 30s)"},
+    {"compaction-timeout", positive_duration<config<&UpConfig::compaction_timeout>>, "longest time one compaction may take; then 400 (default 60s)"},
+    {"prefill-report", text<config<&UpConfig::prefill_report>>, "the prefill.json of a `kvgate bench prefill` run, shown on the status page"},
 };
 
 // `kvgate serve` runs the gateway only: these options of the table, and its own.
@@ -86,8 +304,8 @@ constexpr std::string_view kServeNames[] = {
     "queue-timeout", "upstream-timeout", "generation-timeout", "max-messages", "count-timeout",
     "compaction-timeout", "prefill-report"};
 constexpr UpOptionInfo kServeOnly[] = {
-    {"upstream", "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or ik_llama.cpp)"},
-    {"upstream-key", "the API key that server wants (its --api-key)"},
+    {"upstream", text<config<&UpConfig::upstream>>, "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or ik_llama.cpp)"},
+    {"upstream-key", text<config<&UpConfig::upstream_key>>, "the API key that server wants (its --api-key)"},
 };
 
 bool in_set(std::string_view name, OptionSet set) {
@@ -107,22 +325,6 @@ bool in_set(std::string_view name, OptionSet set) {
 }
 
 bool known(std::string_view name, OptionSet set = OptionSet::kUp) { return in_set(name, set); }
-
-template <typename T>
-Result<T> number(const std::string& name, const std::string& v, T min, T max) {
-  T out{};
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || ptr != v.data() + v.size() || out < min || out > max) {
-    return Error(fmt::format("--{} '{}': expected a whole number from {} to {}", name, v, min, max));
-  }
-  return out;
-}
-
-Result<bool> on_off(const std::string& name, const std::string& v) {
-  if (v == "on" || v == "true" || v == "1") return true;
-  if (v == "off" || v == "false" || v == "0") return false;
-  return Error(fmt::format("--{} '{}': expected on or off", name, v));
-}
 
 }  // namespace
 
@@ -251,234 +453,29 @@ Result<engine::Millis> parse_duration(std::string_view text) {
   return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 
-// --api-key K1,K2 or --api-key-file FILE (one key per line; blank lines and # comments skipped).
-static Status add_api_keys(const std::string& name, const std::string& value, UpConfig& c) {
-  std::vector<std::string> keys;
-  if (name == "api-key") {
-    std::stringstream in(value);
-    for (std::string k; std::getline(in, k, ',');) keys.push_back(k);
-  } else {
-    std::ifstream in(value);
-    if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", value));
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      keys.push_back(line);
+namespace {
+
+const UpOptionInfo* find_option(std::string_view name) {
+  for (std::span<const UpOptionInfo> table : {std::span<const UpOptionInfo>(kOptions), std::span<const UpOptionInfo>(kServeOnly)}) {
+    for (const auto& o : table) {
+      if (o.name == name) return &o;
     }
-    if (keys.empty()) return Error(fmt::format("--api-key-file: '{}' holds no key", value));
   }
-  for (const auto& k : keys) {
-    if (k.empty()) return Error(fmt::format("--{}: empty key", name));
-    for (char ch : k) {
-      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
-        return Error(fmt::format("--{}: a key may not contain spaces or control characters", name));
-      }
-    }
-    c.api_keys.push_back(k);
-  }
-  c.api_key = c.api_keys.front();
-  return {};
+  return nullptr;
 }
+
+}  // namespace
 
 Result<UpConfig> resolve_up_options(const UpOptions& options) {
   UpConfig c;
   c.model = options.model;
-  plan::ServerSettings& s = c.settings;
-  for (const auto& entry : options.values) {
-    const std::string& name = entry.first;  // plain references: lambdas below capture them
-    const std::string& v = entry.second;
-    auto duration = [&](engine::Millis& out) -> Status {
-      auto d = parse_duration(v);
-      if (!d) return Error(fmt::format("--{}: {}", name, d.error().message()));
-      if (d->count() <= 0) return Error(fmt::format("--{}: must be positive", name));
-      out = *d;
-      return {};
-    };
-    auto u32 = [&](uint32_t min = 0) {
-      return number<uint32_t>(name, v, min, std::numeric_limits<uint32_t>::max());
-    };
-    if (name == "listen") {
-      KV_ASSIGN_OR_RETURN(c.listen, parse_listen(v));
-    } else if (name == "api-key" || name == "api-key-file") {
-      KV_TRY(add_api_keys(name, v, c));
-    } else if (name == "server") {
-      c.server = v;
-    } else if (name == "ctx") {
-      auto t = util::parse_tokens(v);
-      if (!t || *t == 0 || *t > std::numeric_limits<uint32_t>::max()) {
-        return Error(fmt::format("--ctx '{}': expected a token count such as 4096 or 64k", v));
-      }
-      s.ctx = static_cast<uint32_t>(*t);
-    } else if (name == "ctk") {
-      s.cache_type_k = v;
-      if (!options.values.count("ctv")) s.cache_type_v = v;
-    } else if (name == "ctv") {
-      s.cache_type_v = v;
-    } else if (name == "parallel") {
-      KV_ASSIGN_OR_RETURN(s.parallel, u32(1));
-    } else if (name == "batch") {
-      KV_ASSIGN_OR_RETURN(s.batch, u32(1));
-    } else if (name == "ubatch") {
-      KV_ASSIGN_OR_RETURN(s.ubatch, u32(1));
-    } else if (name == "ngl") {
-      if (v == "all") {
-        c.n_gpu_layers = -1;
-      } else {
-        KV_ASSIGN_OR_RETURN(c.n_gpu_layers, number<int32_t>(name, v, -1, 100000));
-      }
-    } else if (name == "memory" || name == "reserve") {
-      auto b = util::parse_bytes(v);
-      if (!b) return Error(fmt::format("--{} '{}': {}", name, v, b.error().message()));
-      if (name == "memory")
-        c.memory_budget = *b;
-      else
-        c.reserve = *b;
-    } else if (name == "flash-attn") {
-      if (v == "on")
-        s.flash_attn = plan::FlashAttn::kOn;
-      else if (v == "off")
-        s.flash_attn = plan::FlashAttn::kOff;
-      else if (v == "auto")
-        s.flash_attn = plan::FlashAttn::kAuto;
-      else
-        return Error(fmt::format("--flash-attn '{}': expected on, off or auto", v));
-    } else if (name == "cache-ram") {
-      auto b = util::parse_bytes(v);  // a bare number is MiB, like the engine's -cram
-      if (!b) return Error(fmt::format("--cache-ram '{}': {}", v, b.error().message()));
-      s.cache_ram_mib = *b / util::kMiB;
-    } else if (name == "cache-reuse") {
-      KV_ASSIGN_OR_RETURN(s.cache_reuse, u32());
-    } else if (name == "cache-ram-similarity") {
-      double d = 0;
-      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-      if (ec != std::errc() || ptr != v.data() + v.size() || d < 0 || d > 1) {
-        return Error(fmt::format("--cache-ram-similarity '{}': expected a fraction from 0 to 1", v));
-      }
-      s.cache_ram_similarity = d;
-    } else if (name == "cache-ram-n-min") {
-      KV_ASSIGN_OR_RETURN(s.cache_ram_n_min, u32());
-    } else if (name == "ctx-checkpoints") {
-      KV_ASSIGN_OR_RETURN(s.ctx_checkpoints, u32());
-    } else if (name == "ctx-checkpoint-tolerance") {
-      KV_ASSIGN_OR_RETURN(s.ctx_checkpoint_tolerance, u32());
-    } else if (name == "context-shift") {
-      KV_ASSIGN_OR_RETURN(s.context_shift, on_off(name, v));
-    } else if (name == "kvu" || name == "no-kvu") {
-      KV_ASSIGN_OR_RETURN(const bool on, on_off(name, v));
-      if (on) {
-        if (s.kv_unified && *s.kv_unified != (name == "kvu"))
-          return Error("--kvu and --no-kvu contradict each other");
-        s.kv_unified = name == "kvu";
-      }
-    } else if (name == "swa-full") {
-      KV_ASSIGN_OR_RETURN(s.swa_full, on_off(name, v));
-    } else if (name == "jinja") {
-      KV_ASSIGN_OR_RETURN(s.jinja, on_off(name, v));
-    } else if (name == "timeout") {
-      KV_ASSIGN_OR_RETURN(s.timeout_s, u32(1));
-    } else if (name == "threads") {
-      KV_ASSIGN_OR_RETURN(s.threads, u32(1));
-    } else if (name == "mla") {
-      KV_ASSIGN_OR_RETURN(s.mla, number<int32_t>(name, v, 0, 3));
-    } else if (name == "alias") {
-      s.alias = v;
-    } else if (name == "on-mismatch") {
-      if (v == "fail")
-        c.on_mismatch = engine::OnMismatch::kFail;
-      else if (v == "warn")
-        c.on_mismatch = engine::OnMismatch::kWarn;
-      else
-        return Error(fmt::format("--on-mismatch '{}': expected fail or warn", v));
-    } else if (name == "log-dir") {
-      c.log_dir = v;
-    } else if (name == "log-max-size") {
-      auto b = util::parse_bytes(v);
-      if (!b || *b < 4096)
-        return Error(fmt::format("--log-max-size '{}': expected a size of at least 4KiB", v));
-      c.log_max_bytes = *b;
-    } else if (name == "log-keep") {
-      KV_ASSIGN_OR_RETURN(c.log_keep, number<int>(name, v, 0, 1000));
-    } else if (name == "state-dir") {
-      c.state_dir = v;
-    } else if (name == "prefill-report") {
-      c.prefill_report = v;
-    } else if (name == "upstream") {
-      c.upstream = v;
-    } else if (name == "upstream-key") {
-      c.upstream_key = v;
-    } else if (name == "kv-disk") {
-      auto b = util::parse_bytes(v);
-      if (!b) return Error(fmt::format("--kv-disk '{}': {}", v, b.error().message()));
-      c.kv_disk = *b;
-    } else if (name == "kv-save-every") {
-      auto t = util::parse_tokens(v);
-      if (!t || *t == 0) return Error(fmt::format("--kv-save-every '{}': expected tokens (e.g. 4k)", v));
-      c.kv_save_every = *t;
-    } else if (name == "thinking") {
-      KV_ASSIGN_OR_RETURN(c.thinking, on_off(name, v));
-    } else if (name == "compaction") {
-      KV_ASSIGN_OR_RETURN(c.compaction, on_off(name, v));
-    } else if (name == "high-watermark" || name == "low-watermark") {
-      Watermark w;
-      if (!v.empty() && v.back() == '%') {
-        double pct = 0;
-        auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size() - 1, pct);
-        if (ec != std::errc() || ptr != v.data() + v.size() - 1 || pct <= 0 || pct > 100) {
-          return Error(fmt::format("--{} '{}': expected a percentage from 1% to 100%", name, v));
-        }
-        w.fraction = pct / 100.0;
-      } else {
-        auto t = util::parse_tokens(v);
-        if (!t || *t == 0) return Error(fmt::format("--{} '{}': expected tokens (e.g. 24k) or a percentage", name, v));
-        w.tokens = *t;
-      }
-      (name == "high-watermark" ? c.high_watermark : c.low_watermark) = w;
-    } else if (name == "max-body") {
-      auto b = util::parse_bytes(v);
-      if (!b || *b < 1024) return Error(fmt::format("--max-body '{}': expected a size of at least 1KiB", v));
-      c.max_body_bytes = *b;
-    } else if (name == "max-sessions") {
-      KV_ASSIGN_OR_RETURN(c.max_sessions, number<uint32_t>(name, v, 1, 10000000));
-    } else if (name == "keepalive") {
-      KV_TRY(duration(c.keepalive));
-    } else if (name == "max-inflight") {
-      KV_ASSIGN_OR_RETURN(c.max_inflight, number<uint32_t>(name, v, 1, 100000));
-    } else if (name == "max-queue") {
-      KV_ASSIGN_OR_RETURN(c.max_queue, number<uint32_t>(name, v, 0, 1000000));
-    } else if (name == "queue-timeout") {
-      KV_TRY(duration(c.queue_timeout));
-    } else if (name == "upstream-timeout") {
-      KV_TRY(duration(c.upstream_timeout));
-    } else if (name == "generation-timeout") {
-      KV_TRY(duration(c.generation_timeout));
-    } else if (name == "max-messages") {
-      KV_ASSIGN_OR_RETURN(c.max_messages, number<uint32_t>(name, v, 1, 1000000));
-    } else if (name == "count-timeout") {
-      KV_TRY(duration(c.count_timeout));
-    } else if (name == "compaction-timeout") {
-      KV_TRY(duration(c.compaction_timeout));
-    } else if (name == "health-interval") {
-      KV_TRY(duration(c.timing.health_interval));
-    } else if (name == "probe-timeout") {
-      KV_TRY(duration(c.timing.probe_timeout));
-    } else if (name == "start-timeout") {
-      KV_TRY(duration(c.timing.start_timeout));
-    } else if (name == "ready-timeout") {
-      KV_TRY(duration(c.timing.ready_timeout));
-    } else if (name == "stop-grace") {
-      KV_TRY(duration(c.timing.stop_grace));
-    } else if (name == "zombie-after") {
-      KV_ASSIGN_OR_RETURN(c.restart.zombie_after, number<int>(name, v, 1, 1000));
-    } else if (name == "backoff") {
-      KV_TRY(duration(c.restart.backoff_initial));
-    } else if (name == "backoff-max") {
-      KV_TRY(duration(c.restart.backoff_max));
-    } else if (name == "max-failed-starts") {
-      KV_ASSIGN_OR_RETURN(c.restart.max_failed_starts, number<int>(name, v, 0, 1000000));
-    } else {
-      return Error(fmt::format("unknown option --{}", name));
-    }
+  for (const auto& [name, value] : options.values) {
+    const UpOptionInfo* o = find_option(name);
+    if (o == nullptr) return Error(fmt::format("unknown option --{}", name));
+    KV_TRY(o->read(name, value, c));
   }
+  // --ctv defaults to the K type.
+  if (options.values.count("ctk") && !options.values.count("ctv")) c.settings.cache_type_v = c.settings.cache_type_k;
   if (c.restart.backoff_max < c.restart.backoff_initial) c.restart.backoff_max = c.restart.backoff_initial;
   return c;
 }

@@ -27,8 +27,13 @@
 
 namespace kvgate::cli {
 
+struct UpConfig;
+
+// One option: its name, how its value is read and where it goes, and its help.
 struct UpOptionInfo {
   std::string_view name;  // without "--"; also the config file key
+  // Checks the value as given (errors name the option) and stores it in the config.
+  Status (*read)(const std::string& name, const std::string& value, UpConfig& config) = nullptr;
   std::string_view help;
   bool flag = false;         // takes no value (set = "on")
   std::string_view aliases;  // extra command-line spellings, comma-separated ("--np")

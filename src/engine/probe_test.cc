@@ -146,7 +146,8 @@ TEST_F(ProbeTest, HangingBinaryTimesOut) {
   auto r = runner.run(hang, {"--version"}, 5);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("did not exit within 300 ms"), std::string::npos) << r.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Ended at the time-out, well before the script's 30 s (a loaded machine runs late).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "engine/running_instance.h"
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -85,9 +88,13 @@ TEST(StopInstance, SigtermAndWaitForTheExit) {
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(st->signal, SIGTERM);
 
-  auto stubborn = util::Subprocess::spawn({.argv = {"/bin/sh", "-c", "trap '' TERM; sleep 30"}});
+  std::atomic<bool> trapped{false};  // the shell says so once SIGTERM is ignored
+  auto stubborn = util::Subprocess::spawn({.argv = {"/bin/sh", "-c", "trap '' TERM; echo trapped; sleep 30"},
+                                           .on_line = [&](std::string_view) { trapped = true; }});
   ASSERT_TRUE(stubborn.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the trap is set
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!trapped && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(trapped.load());
   auto late = stop_instance({.pid = (*stubborn)->pid()}, std::chrono::seconds(1));
   ASSERT_FALSE(late.ok());
   EXPECT_NE(late.error().message().find("still running 1 s after SIGTERM"), std::string::npos);

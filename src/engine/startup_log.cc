@@ -2,118 +2,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <limits>
+#include <tuple>
+
+#include "engine/log_scan.h"
 
 namespace kvgate::engine {
 namespace {
 
-// A cursor over one line: every read checks what is left and fails without consuming.
-class Scan {
- public:
-  explicit Scan(std::string_view s) : s_(s) {}
-
-  void ws() {
-    while (!s_.empty() && (s_.front() == ' ' || s_.front() == '\t')) s_.remove_prefix(1);
-  }
-  bool lit(std::string_view x) {
-    ws();
-    if (s_.substr(0, x.size()) != x) return false;
-    s_.remove_prefix(x.size());
-    return true;
-  }
-  std::optional<uint32_t> u32() {
-    ws();
-    uint64_t v = 0;
-    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
-    if (ec != std::errc() || v > std::numeric_limits<uint32_t>::max()) return std::nullopt;
-    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
-    return static_cast<uint32_t>(v);
-  }
-  std::optional<int32_t> i32() {
-    ws();
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
-    if (ec != std::errc() || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-      return std::nullopt;
-    }
-    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
-    return static_cast<int32_t>(v);
-  }
-  std::optional<double> num() {
-    ws();
-    double v = 0;
-    auto [ptr, ec] = std::from_chars(s_.data(), s_.data() + s_.size(), v);
-    if (ec != std::errc() || !(v >= 0) || v > 1e15) return std::nullopt;
-    s_.remove_prefix(static_cast<size_t>(ptr - s_.data()));
-    return v;
-  }
-  // Text up to `stop` (not included); consumes the stop character.
-  std::optional<std::string_view> until(char stop) {
-    const size_t at = s_.find(stop);
-    if (at == std::string_view::npos) return std::nullopt;
-    std::string_view out = s_.substr(0, at);
-    s_.remove_prefix(at + 1);
-    return out;
-  }
-  std::string_view word() {
-    ws();
-    size_t n = 0;
-    while (n < s_.size() && s_[n] != ' ' && s_[n] != '\t' && s_[n] != ',') ++n;
-    std::string_view out = s_.substr(0, n);
-    s_.remove_prefix(n);
-    return out;
-  }
-  std::string_view rest() const { return s_; }
-
- private:
-  std::string_view s_;
-};
-
 bool contains(std::string_view s, std::string_view x) { return s.find(x) != std::string_view::npos; }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// Removes ANSI colour sequences (logs captured from a terminal).
-std::string strip_colours(std::string_view line) {
-  std::string out;
-  out.reserve(line.size());
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\x1b' && i + 1 < line.size() && line[i + 1] == '[') {
-      i += 2;
-      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
-      continue;
-    }
-    out.push_back(line[i]);
-  }
-  return out;
-}
-
-// Mainline's `M.SS.mmm.uuu L ` prefix: returns the level letter and strips it.
-char strip_prefix(std::string_view& line) {
-  size_t i = 0;
-  while (i < line.size() && (std::isdigit(static_cast<unsigned char>(line[i])) || line[i] == '.')) ++i;
-  if (i == 0 || i + 2 >= line.size() || line[i] != ' ' || line[i + 2] != ' ') return 0;
-  const char level = line[i + 1];
-  if (level != 'I' && level != 'W' && level != 'E' && level != 'D' && level != 'T') return 0;
-  line.remove_prefix(i + 3);
-  return level;
-}
-
-// "tag: body" with an identifier tag; empty tag when the line has no such prefix.
-std::pair<std::string_view, std::string_view> split_tag(std::string_view line) {
-  const size_t colon = line.find(": ");
-  if (colon == std::string_view::npos || colon == 0) return {{}, line};
-  const std::string_view tag = line.substr(0, colon);
-  for (char c : tag) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return {{}, line};
-  }
-  return {tag, line.substr(colon + 2)};
-}
+// A KV cache's role and cells as announced before its size line (mainline).
+using Announced = std::optional<std::pair<plan::CacheRole, uint32_t>>;
 
 bool one_of(std::string_view s, std::initializer_list<std::string_view> list) {
   for (auto x : list) {
@@ -128,65 +27,6 @@ bool is_context_tag(std::string_view tag) {
 
 bool is_kv_tag(std::string_view tag) {
   return one_of(tag, {"llama_kv_cache", "llama_kv_cache_unified", "llama_kv_cache_init"});
-}
-
-std::optional<bool> parse_bool_word(std::string_view w) {
-  if (w == "true" || w == "1" || w == "enabled" || w == "on") return true;
-  if (w == "false" || w == "0" || w == "disabled" || w == "off") return false;
-  return std::nullopt;
-}
-
-// "(\d+ cells, \d+ layers, S[/T] seqs" shared by the KV and RS size lines.
-struct Shape {
-  uint32_t cells = 0;
-  uint32_t layers = 0;
-  uint32_t seqs = 0;
-  std::optional<uint32_t> streams;
-};
-
-std::optional<Shape> parse_shape(Scan& s) {
-  Shape sh;
-  auto cells = s.u32();
-  if (!cells || !s.lit("cells,")) return std::nullopt;
-  auto layers = s.u32();
-  if (!layers || !s.lit("layers,")) return std::nullopt;
-  auto seqs = s.u32();
-  if (!seqs) return std::nullopt;
-  if (s.lit("/")) {
-    auto streams = s.u32();
-    if (!streams) return std::nullopt;
-    sh.streams = streams;
-  }
-  if (!s.lit("seqs")) return std::nullopt;
-  sh.cells = *cells;
-  sh.layers = *layers;
-  sh.seqs = *seqs;
-  return sh;
-}
-
-// "X (type): N MiB"
-bool parse_typed(Scan& s, std::string_view label, std::string& type, double& mib) {
-  if (!s.lit(label) || !s.lit("(")) return false;
-  auto t = s.until(')');
-  if (!t || t->empty() || t->size() > 16) return false;
-  if (!s.lit(":")) return false;
-  auto v = s.num();
-  if (!v || !s.lit("MiB")) return false;
-  type = std::string(*t);
-  mib = *v;
-  return true;
-}
-
-// `key=value` pairs of an ik server line ("INFO [ init] new slot | tid=… n_ctx_slot=4096").
-std::optional<uint32_t> ik_field(std::string_view line, std::string_view key) {
-  const size_t bar = line.find('|');
-  if (bar == std::string_view::npos) return std::nullopt;
-  std::string_view rest = line.substr(bar + 1);
-  const std::string needle = " " + std::string(key) + "=";
-  const size_t at = rest.find(needle);
-  if (at == std::string_view::npos) return std::nullopt;
-  Scan s(rest.substr(at + needle.size()));
-  return s.u32();
 }
 
 // Lines only ik_llama.cpp prints, on stdout (`INFO [`, `ERR [`) and on stderr (its SIMD
@@ -247,6 +87,332 @@ std::string_view undecorated(std::string_view line) {
   return line;
 }
 
+
+// One line of the log, cleaned and split: `line` is `raw` trimmed and without mainline's
+// time/level prefix, `tag` and `body` its "tag: body" parts (tag empty when it has none).
+struct LogLine {
+  std::string_view raw;
+  std::string_view line;
+  char level = 0;
+  std::string_view tag;
+  std::string_view body;
+};
+
+// The sections below each read the lines they know into the facts and say whether the line
+// was one of theirs. A line may feed several sections.
+
+// Fork markers. ik prints some of mainline's lines too (`print_info:`, `srv  init:`, `slot
+// create_check:`), so a line only ik prints decides, wherever it comes; mainline's lines name
+// the fork only until then. Also mainline's log verbosity.
+bool read_markers(const LogLine& l, StartupFacts& f) {
+  const std::string_view line = l.line;
+  bool recognised = false;
+  if (is_ik_marker(line)) {
+    f.fork = plan::Fork::kIk;
+    f.llama_markers = true;
+    recognised = true;
+  } else if (is_mainline_marker(line)) {
+    if (!f.fork) f.fork = plan::Fork::kMainline;
+    f.llama_markers = true;
+    recognised = true;
+  }
+  if (const size_t at = line.find("verbosity = "); at != std::string_view::npos && contains(line, "-lv N")) {
+    Scan v(line.substr(at + 12));
+    if (auto n = v.u32()) f.verbosity = *n;
+  }
+  if (contains(line, "llama_model_loader:") || contains(line, "llm_load_print_meta:") ||
+      contains(line, "llama_context:") || contains(line, "llm_load_tensors:") || contains(line, "system_info:") ||
+      contains(line, "build info") || contains(line, "common_init")) {
+    f.llama_markers = true;
+    recognised = true;
+  }
+  return recognised;
+}
+
+// "llama_context: n_ctx = 4096" and its siblings.
+void read_context_key(std::string_view key, std::string_view value, StartupFacts& f) {
+  Scan v(value);
+  if (key == "n_seq_max") f.n_seq_max = v.u32();
+  if (key == "n_ctx") f.n_ctx = v.u32();
+  if (key == "n_ctx_seq") f.n_ctx_seq = v.u32();
+  if (key == "n_batch") f.n_batch = v.u32();
+  if (key == "n_ubatch") f.n_ubatch = v.u32();
+  if (key == "kv_unified") f.kv_unified = parse_bool_word(value);
+  if (key == "mla_attn") f.mla_attn = v.i32();
+  if (key == "flash_attn") {
+    f.flash_attn_setting = std::string(value.substr(0, 16));
+    if (auto b = parse_bool_word(value)) f.flash_attn = b;
+  }
+}
+
+// The training context, the context's settings, and a context over the training one.
+bool read_context(const LogLine& l, StartupFacts& f) {
+  Scan s(l.body);
+  if ((l.tag == "print_info" || l.tag == "llm_load_print_meta") && s.lit("n_ctx_train") && s.lit("=")) {
+    if (auto v = s.u32()) f.n_ctx_train = *v;
+    return true;
+  }
+  if (!is_context_tag(l.tag)) return false;
+  Scan k(l.body);
+  const std::string_view key = k.word();
+  if (k.lit("=")) {
+    read_context_key(key, trim(k.rest()), f);
+    return true;
+  }
+  if (key == "n_ctx_seq" && contains(l.body, "> n_ctx_train")) {
+    Scan w(l.body);
+    if (w.lit("n_ctx_seq") && w.lit("(")) {
+      auto a = w.u32();
+      if (a && w.lit(")") && w.lit(">") && w.lit("n_ctx_train") && w.lit("(")) {
+        if (auto b = w.u32()) f.ctx_seq_over_train = std::make_pair(*a, *b);
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
+bool read_flash_attn(const LogLine& l, StartupFacts& f) {
+  if (contains(l.line, "Flash Attention enabled") || contains(l.line, "enabling flash_attn")) {
+    f.flash_attn = true;
+    return true;
+  }
+  if (contains(l.line, "Flash Attention not supported") || contains(l.line, "flash_attn is not compatible")) {
+    f.flash_attn = false;
+    return true;
+  }
+  return false;
+}
+
+// Mainline announces a cache's role and cells ("creating non-SWA KV cache, size = 4096
+// cells") on the line before its size line.
+bool read_kv_announcement(const LogLine& l, Announced& announced) {
+  const std::string_view body = l.body;
+  if (!contains(body, "creating") || !contains(body, "KV cache, size =")) return false;
+  plan::CacheRole role = plan::CacheRole::kMain;
+  if (contains(body, "non-SWA") || contains(body, "main KV")) {
+    role = plan::CacheRole::kMain;
+  } else if (contains(body, "SWA")) {
+    role = plan::CacheRole::kSwa;
+  } else if (contains(body, "indexer")) {
+    role = plan::CacheRole::kIndexer;
+  }
+  Scan c(body.substr(body.find("size =") + 6));
+  if (auto cells = c.u32()) announced = std::make_pair(role, *cells);
+  return true;
+}
+
+// "llama_kv_cache: size = N MiB (cells, layers, seqs), K (type): N MiB, V (type): N MiB",
+// with the role the announcement before it gave.
+bool read_kv_cache(const LogLine& l, StartupFacts& f, Announced& announced) {
+  Scan s(l.body);
+  if (!is_kv_tag(l.tag) || !s.lit("size =")) return false;
+  KvCacheFact kv;
+  auto mib = s.num();
+  std::optional<Shape> shape;
+  if (mib && s.lit("MiB") && s.lit("(")) shape = parse_shape(s);
+  if (shape && s.lit("),") && parse_typed(s, "K", kv.type_k, kv.k_mib) && s.lit(",") &&
+      parse_typed(s, "V", kv.type_v, kv.v_mib)) {
+    kv.mib = *mib;
+    kv.cells = shape->cells;
+    kv.layers = shape->layers;
+    kv.seqs = shape->seqs;
+    kv.streams = shape->streams.value_or(1);
+    kv.line = f.lines;
+    if (announced) {
+      kv.role = announced->first;
+      kv.announced_cells = announced->second;
+      announced.reset();
+    }
+    f.kv_caches.push_back(std::move(kv));
+  }
+  return true;
+}
+
+// "llama_memory_recurrent: size = N MiB (cells, layers, seqs[, N rs_seq]), R (type): …, S (type): …".
+bool read_recurrent(const LogLine& l, StartupFacts& f) {
+  Scan s(l.body);
+  if (l.tag != "llama_memory_recurrent" || !s.lit("size =")) return false;
+  RecurrentFact r;
+  auto mib = s.num();
+  std::optional<Shape> shape;
+  if (mib && s.lit("MiB") && s.lit("(")) {
+    auto cells = s.u32();
+    if (cells && s.lit("cells,")) {
+      auto layers = s.u32();
+      auto seqs = layers && s.lit("layers,") ? s.u32() : std::nullopt;
+      if (seqs && s.lit("seqs")) shape = Shape{*cells, *layers, *seqs, std::nullopt};
+    }
+  }
+  if (!shape) return true;
+  if (auto rs = s.u32(); rs && s.lit("rs_seq")) r.rs_seq = *rs;
+  if (s.lit("),") && parse_typed(s, "R", r.type_r, r.r_mib) && s.lit(",") && parse_typed(s, "S", r.type_s, r.s_mib)) {
+    std::string p_type;
+    if (s.lit(",")) parse_typed(s, "P", p_type, r.p_mib);
+    r.mib = *mib;
+    r.cells = shape->cells;
+    r.layers = shape->layers;
+    r.seqs = shape->seqs;
+    f.recurrent = r;
+  }
+  return true;
+}
+
+// ik's "KV self size = N MiB, K (type): …, V (type): …" (or its MLA form "c^KV (type): …")
+// and "KV self indexer size = N MiB".
+bool read_ik_kv_self(const LogLine& l, StartupFacts& f) {
+  Scan s(l.body);
+  if (contains(l.body, "KV self size") && s.lit("KV self size") && s.lit("=")) {
+    KvSelfFact kv;
+    auto mib = s.num();
+    if (mib && s.lit("MiB,")) {
+      kv.mib = *mib;
+      if (parse_typed(s, "K", kv.type_k, kv.k_mib)) {
+        if (s.lit(",")) parse_typed(s, "V", kv.type_v, kv.v_mib);
+        f.kv_self = kv;
+      } else if (parse_typed(s, "c^KV", kv.type_k, kv.k_mib)) {
+        kv.mla = true;
+        if (s.lit(",") && !s.lit("kv^T: not used")) parse_typed(s, "kv^T", kv.type_v, kv.v_mib);
+        f.kv_self = kv;
+      }
+    }
+    return true;
+  }
+  if (contains(l.body, "KV self indexer size") && s.lit("KV self indexer size") && s.lit("=")) {
+    if (auto mib = s.num()) f.kv_self_indexer_mib = *mib;
+    return true;
+  }
+  return false;
+}
+
+// "<dev> [kind] buffer size = N MiB" for model, KV, recurrent-state, compute and output buffers.
+bool read_buffers(const LogLine& l, StartupFacts& f) {
+  const size_t at = l.body.find(" buffer size = ");
+  if (at == std::string_view::npos || l.tag.empty()) return false;
+  Scan head(l.body.substr(0, at));
+  std::vector<std::string_view> words;
+  for (std::string_view w = head.word(); !w.empty(); w = head.word()) words.push_back(w);
+  Scan v(l.body.substr(at + 15));
+  auto mib = v.num();
+  if (!mib || !v.lit("MiB") || words.empty() || words.size() > 3) return false;
+  std::string_view kind = words.back();
+  std::string device;
+  if (one_of(kind, {"model", "KV", "RS", "compute", "output"}) && words.size() >= 2) {
+    device = std::string(words[words.size() - 2]);
+  } else if (l.tag == "llm_load_tensors" || l.tag == "load_tensors") {
+    device = std::string(kind);
+    kind = "model";
+  } else {
+    return false;
+  }
+  BufferFact b{device, *mib};
+  if (kind == "model") f.model_buffers.push_back(b);
+  if (kind == "KV") f.kv_buffers.push_back(b);
+  if (kind == "RS") f.rs_buffers.push_back(b);
+  if (kind == "compute") f.compute_buffers.push_back(b);
+  if (kind == "output") f.output_buffers.push_back(b);
+  return true;
+}
+
+// "offloaded N/M layers to GPU".
+bool read_offload(const LogLine& l, StartupFacts& f) {
+  const size_t at = l.line.find("offloaded ");
+  if (at == std::string_view::npos || !contains(l.line, "layers to GPU")) return false;
+  Scan o(l.line.substr(at + 10));
+  auto n = o.u32();
+  if (n && o.lit("/")) {
+    if (auto m = o.u32(); m && o.lit("layers to GPU")) f.offloaded = std::make_pair(*n, *m);
+  }
+  return true;
+}
+
+// Mainline's "initializing, n_slots = N, n_ctx_slot = C[, kv_unified = 'B']" and its note
+// that the slot context was capped at the training context.
+bool read_mainline_slots(const LogLine& l, StartupFacts& f) {
+  const std::string_view line = l.line;
+  if (const size_t at = line.find("initializing, n_slots ="); at != std::string_view::npos) {
+    Scan sl(line.substr(at + 23));
+    auto n = sl.u32();
+    if (n && sl.lit(",") && sl.lit("n_ctx_slot =")) {
+      f.n_slots = *n;
+      if (auto c = sl.u32()) f.n_ctx_slot = *c;
+      if (sl.lit(",") && sl.lit("kv_unified =") && sl.lit("'")) {
+        if (auto u = sl.until('\'')) {
+          if (auto b = parse_bool_word(*u)) f.kv_unified = b;
+        }
+      }
+    }
+    return true;
+  }
+  if (const size_t cap = line.find("the slot context ("); cap != std::string_view::npos) {
+    Scan c(line.substr(cap + 18));
+    auto req = c.u32();
+    if (req && c.lit(")") && c.lit("exceeds the training context of the model") && c.lit("(")) {
+      if (auto train = c.u32()) f.slot_capped = std::make_pair(*req, *train);
+    }
+    return true;
+  }
+  return false;
+}
+
+// ik's "INFO [ init] initializing slots | … n_slots=N" and "new slot | … n_ctx_slot=C" (older
+// builds: "new slot, n_ctx = C").
+bool read_ik_slots(const LogLine& l, StartupFacts& f) {
+  const std::string_view line = l.line;
+  if (contains(line, "initializing slots") && line.substr(0, 6) == "INFO [") {
+    if (auto n = ik_field(line, "n_slots")) f.n_slots = *n;
+    return true;
+  }
+  if (!contains(line, "new slot")) return false;
+  if (auto c = ik_field(line, "n_ctx_slot")) {
+    f.n_ctx_slot = *c;
+  } else if (const size_t pos = line.find("new slot, n_ctx ="); pos != std::string_view::npos) {
+    Scan c2(line.substr(pos + 17));
+    if (auto n = c2.u32(); n && !f.n_ctx_slot) f.n_ctx_slot = *n;
+  }
+  return true;
+}
+
+// How the start went: model loaded, listening, or crashed.
+bool read_outcome(const LogLine& l, StartupFacts& f) {
+  bool recognised = false;
+  if (contains(l.line, "model loaded")) {
+    f.model_loaded = true;
+    recognised = true;
+  }
+  if (contains(l.line, "listening on") || contains(l.line, "HTTP server listening")) {
+    f.listening = true;
+    recognised = true;
+  }
+  if (is_crash_line(l.line)) {
+    f.crashed = true;
+    recognised = true;
+  }
+  return recognised;
+}
+
+// The engine's error lines (at most 20, repeats once). ik explains "… is not a supported
+// combination …" with "Supported types are:" and one indented type a line: they join the
+// error line they explain (`list_open` while such a list may follow).
+void read_errors(const LogLine& l, StartupFacts& f, bool& list_open) {
+  const std::string_view line = l.line;
+  const bool indented = l.raw.size() > line.size() && std::isspace(static_cast<unsigned char>(l.raw.front()));
+  if (list_open && (line == "Supported types are:" || (indented && line.find(' ') == std::string_view::npos))) {
+    if (!f.errors.empty() && f.errors.back().size() < 300) {
+      std::string& last = f.errors.back();
+      last += last.back() == ':' || last.back() == '.' ? " " : ", ";
+      last += line;
+    }
+    return;
+  }
+  list_open = false;
+  if (is_error_line(l.level, l.tag, l.body, line)) {
+    const std::string_view text = undecorated(line).substr(0, 300);
+    if (f.errors.size() < 20 && (f.errors.empty() || f.errors.back() != text)) f.errors.emplace_back(text);
+    list_open = contains(line, "is not a supported combination");
+  }
+}
+
 }  // namespace
 
 bool StartupFacts::has_allocation_facts() const {
@@ -270,260 +436,25 @@ void StartupLogParser::feed(std::string_view raw) {
     cleaned = strip_colours(raw);
     raw = cleaned;
   }
-  std::string_view line = trim(raw);
-  if (line.empty()) return;
-  const char level = strip_prefix(line);
-  bool recognised = false;
-  // Fork markers. ik prints some of mainline's lines too (`print_info:`, `srv  init:`, `slot
-  // create_check:`), so a line only ik prints decides, wherever it comes; mainline's lines
-  // name the fork only until then.
-  if (is_ik_marker(line)) {
-    f.fork = plan::Fork::kIk;
-    f.llama_markers = true;
-    recognised = true;
-  } else if (is_mainline_marker(line)) {
-    if (!f.fork) f.fork = plan::Fork::kMainline;
-    f.llama_markers = true;
-    recognised = true;
-  }
-  if (const size_t at = line.find("verbosity = "); at != std::string_view::npos && contains(line, "-lv N")) {
-    Scan v(line.substr(at + 12));
-    if (auto n = v.u32()) f.verbosity = *n;
-  }
-  if (contains(line, "llama_model_loader:") || contains(line, "llm_load_print_meta:") ||
-      contains(line, "llama_context:") || contains(line, "llm_load_tensors:") || contains(line, "system_info:") ||
-      contains(line, "build info") || contains(line, "common_init")) {
-    f.llama_markers = true;
-    recognised = true;
-  }
+  LogLine l;
+  l.raw = raw;
+  l.line = trim(raw);
+  if (l.line.empty()) return;
+  l.level = strip_prefix(l.line);
+  std::tie(l.tag, l.body) = split_tag(l.line);
 
-  const auto [tag, body] = split_tag(line);
-  Scan s(body);
-
-  // ---- context ----
-  if ((tag == "print_info" || tag == "llm_load_print_meta") && s.lit("n_ctx_train") && s.lit("=")) {
-    if (auto v = s.u32()) f.n_ctx_train = *v;
-    recognised = true;
-  } else if (is_context_tag(tag)) {
-    Scan k(body);
-    const std::string_view key = k.word();
-    if (k.lit("=")) {
-      const std::string_view value = trim(k.rest());
-      Scan v(value);
-      if (key == "n_seq_max") f.n_seq_max = v.u32();
-      if (key == "n_ctx") f.n_ctx = v.u32();
-      if (key == "n_ctx_seq") f.n_ctx_seq = v.u32();
-      if (key == "n_batch") f.n_batch = v.u32();
-      if (key == "n_ubatch") f.n_ubatch = v.u32();
-      if (key == "kv_unified") f.kv_unified = parse_bool_word(value);
-      if (key == "mla_attn") f.mla_attn = v.i32();
-      if (key == "flash_attn") {
-        f.flash_attn_setting = std::string(value.substr(0, 16));
-        if (auto b = parse_bool_word(value)) f.flash_attn = b;
-      }
-      recognised = true;
-    } else if (key == "n_ctx_seq" && contains(body, "> n_ctx_train")) {
-      Scan w(body);
-      if (w.lit("n_ctx_seq") && w.lit("(")) {
-        auto a = w.u32();
-        if (a && w.lit(")") && w.lit(">") && w.lit("n_ctx_train") && w.lit("(")) {
-          if (auto b = w.u32()) f.ctx_seq_over_train = std::make_pair(*a, *b);
-        }
-      }
-      recognised = true;
-    }
-  }
-  if (contains(line, "Flash Attention enabled") || contains(line, "enabling flash_attn")) {
-    f.flash_attn = true;
-    recognised = true;
-  } else if (contains(line, "Flash Attention not supported") || contains(line, "flash_attn is not compatible")) {
-    f.flash_attn = false;
-    recognised = true;
-  }
-
-  // ---- KV caches ----
-  if (contains(body, "creating") && contains(body, "KV cache, size =")) {
-    plan::CacheRole role = plan::CacheRole::kMain;
-    if (contains(body, "non-SWA") || contains(body, "main KV")) {
-      role = plan::CacheRole::kMain;
-    } else if (contains(body, "SWA")) {
-      role = plan::CacheRole::kSwa;
-    } else if (contains(body, "indexer")) {
-      role = plan::CacheRole::kIndexer;
-    }
-    Scan c(body.substr(body.find("size =") + 6));
-    if (auto cells = c.u32()) announced_ = std::make_pair(role, *cells);
-    recognised = true;
-  } else if (is_kv_tag(tag) && s.lit("size =")) {
-    KvCacheFact kv;
-    auto mib = s.num();
-    std::optional<Shape> shape;
-    if (mib && s.lit("MiB") && s.lit("(")) shape = parse_shape(s);
-    if (shape && s.lit("),") && parse_typed(s, "K", kv.type_k, kv.k_mib) && s.lit(",") &&
-        parse_typed(s, "V", kv.type_v, kv.v_mib)) {
-      kv.mib = *mib;
-      kv.cells = shape->cells;
-      kv.layers = shape->layers;
-      kv.seqs = shape->seqs;
-      kv.streams = shape->streams.value_or(1);
-      kv.line = f.lines;
-      if (announced_) {
-        kv.role = announced_->first;
-        kv.announced_cells = announced_->second;
-        announced_.reset();
-      }
-      f.kv_caches.push_back(std::move(kv));
-    }
-    recognised = true;
-  } else if (tag == "llama_memory_recurrent" && s.lit("size =")) {
-    RecurrentFact r;
-    auto mib = s.num();
-    std::optional<Shape> shape;
-    if (mib && s.lit("MiB") && s.lit("(")) {
-      auto cells = s.u32();
-      if (cells && s.lit("cells,")) {
-        auto layers = s.u32();
-        auto seqs = layers && s.lit("layers,") ? s.u32() : std::nullopt;
-        if (seqs && s.lit("seqs")) shape = Shape{*cells, *layers, *seqs, std::nullopt};
-      }
-    }
-    if (shape) {
-      if (auto rs = s.u32(); rs && s.lit("rs_seq")) r.rs_seq = *rs;
-      if (s.lit("),") && parse_typed(s, "R", r.type_r, r.r_mib) && s.lit(",") &&
-          parse_typed(s, "S", r.type_s, r.s_mib)) {
-        std::string p_type;
-        if (s.lit(",")) parse_typed(s, "P", p_type, r.p_mib);
-        r.mib = *mib;
-        r.cells = shape->cells;
-        r.layers = shape->layers;
-        r.seqs = shape->seqs;
-        f.recurrent = r;
-      }
-    }
-    recognised = true;
-  } else if (contains(body, "KV self size") && s.lit("KV self size") && s.lit("=")) {
-    KvSelfFact kv;
-    auto mib = s.num();
-    if (mib && s.lit("MiB,")) {
-      kv.mib = *mib;
-      if (parse_typed(s, "K", kv.type_k, kv.k_mib)) {
-        if (s.lit(",")) parse_typed(s, "V", kv.type_v, kv.v_mib);
-        f.kv_self = kv;
-      } else if (parse_typed(s, "c^KV", kv.type_k, kv.k_mib)) {
-        kv.mla = true;
-        if (s.lit(",") && !s.lit("kv^T: not used")) parse_typed(s, "kv^T", kv.type_v, kv.v_mib);
-        f.kv_self = kv;
-      }
-    }
-    recognised = true;
-  } else if (contains(body, "KV self indexer size") && s.lit("KV self indexer size") && s.lit("=")) {
-    if (auto mib = s.num()) f.kv_self_indexer_mib = *mib;
-    recognised = true;
-  }
-
-  // ---- buffers: "<dev> [kind] buffer size = N MiB" ----
-  if (const size_t at = body.find(" buffer size = "); at != std::string_view::npos && !tag.empty()) {
-    Scan head(body.substr(0, at));
-    std::vector<std::string_view> words;
-    for (std::string_view w = head.word(); !w.empty(); w = head.word()) words.push_back(w);
-    Scan v(body.substr(at + 15));
-    auto mib = v.num();
-    if (mib && v.lit("MiB") && !words.empty() && words.size() <= 3) {
-      std::string_view kind = words.back();
-      std::string device;
-      if (one_of(kind, {"model", "KV", "RS", "compute", "output"}) && words.size() >= 2) {
-        device = std::string(words[words.size() - 2]);
-      } else if (tag == "llm_load_tensors" || tag == "load_tensors") {
-        device = std::string(kind);
-        kind = "model";
-      } else {
-        kind = {};
-      }
-      BufferFact b{device, *mib};
-      if (kind == "model") f.model_buffers.push_back(b);
-      if (kind == "KV") f.kv_buffers.push_back(b);
-      if (kind == "RS") f.rs_buffers.push_back(b);
-      if (kind == "compute") f.compute_buffers.push_back(b);
-      if (kind == "output") f.output_buffers.push_back(b);
-      recognised = recognised || !kind.empty();
-    }
-  }
-
-  // ---- offload ----
-  if (const size_t at = line.find("offloaded "); at != std::string_view::npos && contains(line, "layers to GPU")) {
-    Scan o(line.substr(at + 10));
-    auto n = o.u32();
-    if (n && o.lit("/")) {
-      if (auto m = o.u32(); m && o.lit("layers to GPU")) f.offloaded = std::make_pair(*n, *m);
-    }
-    recognised = true;
-  }
-
-  // ---- slots ----
-  if (const size_t at = line.find("initializing, n_slots ="); at != std::string_view::npos) {
-    Scan sl(line.substr(at + 23));
-    auto n = sl.u32();
-    if (n && sl.lit(",") && sl.lit("n_ctx_slot =")) {
-      f.n_slots = *n;
-      if (auto c = sl.u32()) f.n_ctx_slot = *c;
-      if (sl.lit(",") && sl.lit("kv_unified =") && sl.lit("'")) {
-        if (auto u = sl.until('\'')) {
-          if (auto b = parse_bool_word(*u)) f.kv_unified = b;
-        }
-      }
-    }
-    recognised = true;
-  } else if (const size_t cap = line.find("the slot context ("); cap != std::string_view::npos) {
-    Scan c(line.substr(cap + 18));
-    auto req = c.u32();
-    if (req && c.lit(")") && c.lit("exceeds the training context of the model") && c.lit("(")) {
-      if (auto train = c.u32()) f.slot_capped = std::make_pair(*req, *train);
-    }
-    recognised = true;
-  } else if (contains(line, "initializing slots") && line.substr(0, 6) == "INFO [") {
-    if (auto n = ik_field(line, "n_slots")) f.n_slots = *n;
-    recognised = true;
-  } else if (contains(line, "new slot")) {
-    if (auto c = ik_field(line, "n_ctx_slot")) {
-      f.n_ctx_slot = *c;
-    } else if (const size_t pos = line.find("new slot, n_ctx ="); pos != std::string_view::npos) {
-      Scan c2(line.substr(pos + 17));
-      if (auto n = c2.u32(); n && !f.n_ctx_slot) f.n_ctx_slot = *n;
-    }
-    recognised = true;
-  }
-
-  // ---- outcome ----
-  if (contains(line, "model loaded")) {
-    f.model_loaded = true;
-    recognised = true;
-  }
-  if (contains(line, "listening on") || contains(line, "HTTP server listening")) {
-    f.listening = true;
-    recognised = true;
-  }
-  if (is_crash_line(line)) {
-    f.crashed = true;
-    recognised = true;
-  }
-  // ik explains "… is not a supported combination …" with "Supported types are:" and one
-  // indented type a line: they join the error line they explain.
-  const bool indented = raw.size() > line.size() && std::isspace(static_cast<unsigned char>(raw.front()));
-  if (list_open_ && (line == "Supported types are:" || (indented && line.find(' ') == std::string_view::npos))) {
-    if (!f.errors.empty() && f.errors.back().size() < 300) {
-      std::string& last = f.errors.back();
-      last += last.back() == ':' || last.back() == '.' ? " " : ", ";
-      last += line;
-    }
-  } else {
-    list_open_ = false;
-    if (is_error_line(level, tag, body, line)) {
-      const std::string_view text = undecorated(line).substr(0, 300);
-      if (f.errors.size() < 20 && (f.errors.empty() || f.errors.back() != text)) f.errors.emplace_back(text);
-      list_open_ = contains(line, "is not a supported combination");
-    }
-  }
-
+  bool recognised = read_markers(l, f);
+  recognised = read_context(l, f) || recognised;
+  recognised = read_flash_attn(l, f) || recognised;
+  // One of: a cache announced, a KV cache, the recurrent state, ik's KV lines.
+  recognised = (read_kv_announcement(l, announced_) || read_kv_cache(l, f, announced_) || read_recurrent(l, f) ||
+                read_ik_kv_self(l, f)) ||
+               recognised;
+  recognised = read_buffers(l, f) || recognised;
+  recognised = read_offload(l, f) || recognised;
+  recognised = (read_mainline_slots(l, f) || read_ik_slots(l, f)) || recognised;
+  recognised = read_outcome(l, f) || recognised;
+  read_errors(l, f, list_open_);
   if (recognised) ++f.recognised;
 }
 

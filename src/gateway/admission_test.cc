@@ -18,11 +18,22 @@ Admission::Ticket take(Admission& a, const std::string& key) {
 }
 
 // Starts a thread that enters with `key`, records the admission order, holds its place until
-// `release` is set.
+// `release` is set. Declared after the Admission and the tickets it waits behind, so that a
+// failed assertion, which leaves the test early, still ends the thread: the destructor lets go
+// of the place and joins (a thread still queued gives up at the queue's max_wait).
 struct Waiter {
   std::thread thread;
   std::atomic<bool> admitted{false};
   std::atomic<bool> release{false};
+
+  Waiter() = default;
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  ~Waiter() { finish(); }
+  void finish() {
+    release = true;
+    if (thread.joinable()) thread.join();
+  }
 };
 
 void start(Waiter& w, Admission& a, const std::string& key, std::mutex& mu, std::vector<std::string>& order) {
@@ -71,8 +82,7 @@ TEST(AdmissionTest, SessionsTakeTurnsAndKeepTheirOwnOrder) {
     wait_until([w] { return w->admitted.load(); });
     ASSERT_TRUE(w->admitted);
     EXPECT_EQ(a.stats().active, 1u);
-    w->release = true;
-    w->thread.join();
+    w->finish();
   }
   // A was just served: B and C (never served) go first, in arrival order; then A's requests
   // in theirs.
@@ -95,8 +105,7 @@ TEST(AdmissionTest, ABusySessionDoesNotBlockOthers) {
   a1.release();
   wait_until([&a2] { return a2.admitted.load(); });
   EXPECT_TRUE(a2.admitted);
-  a2.release = true;
-  a2.thread.join();
+  a2.finish();
 }
 
 TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
@@ -106,6 +115,7 @@ TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
   std::vector<std::string> order;
   Waiter w1, w2;
   start(w1, a, "A", mu, order);
+  wait_waiting(a, 1);  // w1 queued before w2: the loop below expects them in this order
   start(w2, a, "B", mu, order);
   wait_waiting(a, 2);
   const auto t0 = std::chrono::steady_clock::now();
@@ -116,13 +126,14 @@ TEST(AdmissionTest, FullQueueIsRefusedAtOnceWithRetryAfter) {
   EXPECT_STREQ(refusal.code(), "queue_full");
   EXPECT_GE(refusal.retry_after_s, 1);
   EXPECT_LE(refusal.retry_after_s, 60);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  // At once: not after waiting for a place (max_wait is 10 s). The bound leaves a loaded
+  // machine its slowness; only a refusal that waited can reach it.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
   EXPECT_EQ(a.stats().refused_queue_full, 1u);
   held.release();
   for (Waiter* w : {&w1, &w2}) {
     wait_until([w] { return w->admitted.load(); });
-    w->release = true;
-    w->thread.join();
+    w->finish();
   }
 }
 
@@ -148,8 +159,7 @@ TEST(AdmissionTest, OneSessionCannotFillTheQueue) {
   for (Waiter* w : {&b, &w1, &w2}) {
     wait_until([w] { return w->admitted.load(); });
     ASSERT_TRUE(w->admitted);
-    w->release = true;
-    w->thread.join();
+    w->finish();
   }
   EXPECT_EQ(order, (std::vector<std::string>{"B", "A", "A"}));
 }
@@ -163,11 +173,11 @@ TEST(AdmissionTest, WaitIsBoundedAndAGoneClientLeavesTheQueue) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().reason, Admission::Refusal::Reason::kTimeout);
   EXPECT_GE(waited, 150ms);
-  EXPECT_LT(waited, 1s);
+  EXPECT_LT(waited, 10s);  // bounded: a loaded machine wakes the waiter late, never this late
   EXPECT_EQ(a.stats().waiting, 0u);
 
   std::atomic<bool> gone{false};
-  std::thread t([&] {
+  std::jthread t([&] {
     std::this_thread::sleep_for(50ms);
     gone = true;
   });
@@ -185,7 +195,7 @@ TEST(AdmissionTest, ManyThreadsNeverExceedTheBound) {
   Admission a({.max_active = 3, .max_waiting = 1000, .max_wait = 30s});
   std::atomic<int> inside{0};
   std::atomic<int> peak{0};
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;
   for (int i = 0; i < 40; ++i) {
     threads.emplace_back([&, i] {
       for (int k = 0; k < 20; ++k) {

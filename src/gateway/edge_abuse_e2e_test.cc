@@ -12,6 +12,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include "testing/eventually.h"
 #include "testing/fault_support.h"
 #include "testing/gateway_e2e.h"
 #include "util/time.h"
@@ -23,6 +24,7 @@ using http::HttpServerOptions;
 namespace {
 
 using nlohmann::json;
+using testing::eventually;
 using testing::FakeConnection;
 using testing::FakeEngine;
 using testing::FakeRequest;
@@ -158,7 +160,7 @@ TEST(EdgeAbuseTest, BodiesWithoutAKeyAreNeverReadAndKeyedBodiesShareABudget) {
   Front front([&] { return engine.endpoint(); }, keyed_options(), http);
   RssSampler rss;
   // 4 parallel 60 MB uploads without a key: each answered 401 from its head, the body unread.
-  std::vector<std::thread> uploads;
+  std::vector<std::jthread> uploads;
   std::atomic<int> refused{0};
   std::atomic<size_t> accepted_bytes{0};
   std::vector<double> answer_ms(4);
@@ -186,7 +188,8 @@ TEST(EdgeAbuseTest, BodiesWithoutAKeyAreNeverReadAndKeyedBodiesShareABudget) {
   b.send(head);
   upload(a, 1000, 1s);
   upload(b, 1000, 1s);
-  std::this_thread::sleep_for(300ms);
+  // Both bodies are held (their budget is taken from the heads) before the third comes.
+  ASSERT_TRUE(eventually([&] { return front.server().body_bytes_in_flight() == 80'000'000u; }));
   c.send(head);
   const std::string third = c.read_all(2s);
   EXPECT_EQ(status_of(third), 503) << third.substr(0, 300);
@@ -282,11 +285,12 @@ void hostile_load(std::chrono::seconds duration, const std::string& case_id) {
   RssSampler rss;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> attacks{0};
-  std::vector<std::thread> attackers;
+  // Joined when the case ends, however it ends (a failed assertion requests their stop).
+  std::vector<std::jthread> attackers;
   for (int kind = 0; kind < 4; ++kind) {
-    attackers.emplace_back([&, kind] {
+    attackers.emplace_back([&, kind](std::stop_token ended) {
       std::vector<std::unique_ptr<RawConnection>> conns(64);
-      while (!stop) {
+      while (!stop && !ended.stop_requested()) {
         int opened = 0;
         for (auto& c : conns) {
           if (stop || opened == 16) break;  // at most 160 new connections a second per kind
@@ -306,7 +310,8 @@ void hostile_load(std::chrono::seconds duration, const std::string& case_id) {
       }
     });
   }
-  std::this_thread::sleep_for(1s);
+  // The keyed conversation starts once every kind of attack is under way.
+  ASSERT_TRUE(eventually([&] { return attacks.load() >= 64; }));
   httplib::Client client("127.0.0.1", front.port());
   client.set_keep_alive(true);
   client.set_read_timeout(30s);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "http/sse.h"
+#include "testing/eventually.h"
 #include "testing/fork_param.h"
 #include "testing/gateway_e2e.h"
 
@@ -204,17 +205,17 @@ TEST_P(GatewayE2eTest, ClientDisconnectCancelsUpstream) {
   // The engine must stop generating soon after: its slots go idle.
   httplib::Client engine("127.0.0.1", engine_->endpoint().port);
   engine.set_bearer_token_auth(engine_->api_key().c_str());
-  bool idle = false;
-  for (int i = 0; i < 50 && !idle; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // (Without the cancellation it would go on for its max_tokens, far past the deadline.)
+  const bool idle = testing::eventually([&] {
     auto slots = engine.Get("/slots");
-    if (!slots || slots->status != 200) continue;
-    idle = true;
+    if (!slots || slots->status != 200) return false;
+    bool all_idle = true;
     // mainline: "is_processing": bool; ik: "state": 0 idle, 1 processing
     for (const auto& s : json::parse(slots->body)) {
-      idle = idle && (s.contains("is_processing") ? !s["is_processing"].get<bool>() : s.value("state", 1) == 0);
+      all_idle = all_idle && (s.contains("is_processing") ? !s["is_processing"].get<bool>() : s.value("state", 1) == 0);
     }
-  }
+    return all_idle;
+  });
   EXPECT_TRUE(idle) << "the engine kept generating for a client that left";
 }
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "testing/eventually.h"
 #include "testing/fault_support.h"
 #include "testing/gateway_e2e.h"
 #include "util/time.h"
@@ -233,8 +234,9 @@ TEST(InputAbuseTest, TokenCountingTimeIsBounded) {
   for (int i = 0; i < 3000; ++i) messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", fmt::format("m{}", i)}});
   messages.push_back({{"role", "user"}, {"content", "last"}});
   std::atomic<double> other_ms{0};
-  std::thread other([&] {
-    std::this_thread::sleep_for(200ms);
+  // The other client comes while the long request is being counted.
+  std::jthread other([&] {
+    testing::eventually([&] { return tokenize_calls.load() > 0; });
     other_ms = post_bytes(front, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1})").ms;
   });
   const Answer a = post_bytes(front, "/v1/chat/completions", json{{"messages", messages}, {"max_tokens", 1}}.dump());

@@ -319,7 +319,7 @@ TEST(RouterTest, OutOfRangeIndicesAndAnEmptyListAreHarmless) {
 
 TEST(RouterTest, ConcurrentPlacesAndReportsKeepTheInvariants) {
   Router r(named({"a", "b", "c"}), {.rejoin_after = 0ms});
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&r, t] {
       for (int i = 0; i < 1000; ++i) {
@@ -333,7 +333,7 @@ TEST(RouterTest, ConcurrentPlacesAndReportsKeepTheInvariants) {
       }
     });
   }
-  for (std::thread& th : threads) th.join();
+  for (std::jthread& th : threads) th.join();
   size_t pinned = 0;
   for (int t = 0; t < 4; ++t) {
     for (int i = 0; i < 200; ++i) {

@@ -50,15 +50,10 @@ Status check_kv_type(const ServerCaps& caps, std::string_view setting, const std
                            type, caps.describe(), list));
 }
 
-}  // namespace
-
-Result<std::vector<std::string>> launch_args(const ServerSettings& s, const ServerCaps& caps) {
-  Builder b(caps);
-  const std::string ik_or_mainline = caps.fork == Fork::kIk ? "ik_llama.cpp" : "mainline llama.cpp";
+// Always explicit: model, context, slots, GPU layers, KV types, batches.
+Status add_shape(Builder& b, const ServerSettings& s, const ServerCaps& caps) {
   if (s.model_path.empty()) return Error("setting model_path is empty");
   b.add({"-m", s.model_path});
-
-  // Always explicit: context, slots, GPU layers, KV types.
   if (s.ctx == 0)
     return Error(
         "setting ctx = 0: kvgate passes an explicit context size (0 would mean the model's training "
@@ -78,7 +73,11 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   KV_TRY(check_cache_pair(caps, s.cache_type_k, s.cache_type_v, s.flash_attn));
   b.add({"-ctk", s.cache_type_k, "-ctv", s.cache_type_v});
   b.add({"-b", std::to_string(s.batch), "-ub", std::to_string(s.ubatch)});
+  return {};
+}
 
+// Flash attention, and one KV pool for all slots or one per slot.
+Status add_attention(Builder& b, const ServerSettings& s, const ServerCaps& caps) {
   switch (s.flash_attn) {
     case FlashAttn::kOn:
       if (!b.add_if("-fa on", {"-fa", "on"}) && !b.add_if("-fa", {"-fa"})) {
@@ -94,18 +93,21 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
       b.add_if("-fa auto", {"-fa", "auto"});  // otherwise the build's default is its own choice
       break;
   }
-
   if (s.kv_unified) {
     if (*s.kv_unified) {
       if (!b.add_if("-kvu", {"-kvu"})) {
-        return b.cannot("kv_unified", "true", "-kvu",
-                        "this build gives each slot its own context (n_ctx / parallel)");
+        return b.cannot("kv_unified", "true", "-kvu", "this build gives each slot its own context (n_ctx / parallel)");
       }
     } else if (!b.add_if("-no-kvu", {"-no-kvu"}) && caps.accepts("-kvu")) {
       return b.cannot("kv_unified", "false", "-no-kvu", "leave kv_unified unset");
     }
     // A build without -kvu at all never unifies: false needs no flag.
   }
+  return {};
+}
+
+// The caches around the KV cache: sliding window, host prompt cache, chunk reuse, checkpoints.
+Status add_caches(Builder& b, const ServerSettings& s, const ServerCaps& caps) {
   if (s.swa_full && !b.add_if("--swa-full", {"--swa-full"})) {
     return b.cannot("swa_full", "true", "--swa-full", "unset it (ik_llama.cpp keeps no separate SWA cache)");
   }
@@ -114,6 +116,7 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   }
   if (s.cache_reuse && *s.cache_reuse > 0 &&
       !b.add_if("--cache-reuse 0", {"--cache-reuse", std::to_string(*s.cache_reuse)})) {
+    const std::string ik_or_mainline = caps.fork == Fork::kIk ? "ik_llama.cpp" : "mainline llama.cpp";
     return b.cannot(
         "cache_reuse", std::to_string(*s.cache_reuse), "--cache-reuse 0",
         fmt::format("{} cannot shift cached chunks; unset cache_reuse (its host prompt cache is -cram/-crs)",
@@ -136,6 +139,11 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("ctx_checkpoint_tolerance", std::to_string(*s.ctx_checkpoint_tolerance), "-ctx-ckpt-t 8",
                     "unset it (an ik_llama.cpp setting)");
   }
+  return {};
+}
+
+// How the server runs: context shift, time-out, threads, MLA, templates, metrics, its name.
+Status add_server(Builder& b, const ServerSettings& s) {
   if (s.context_shift) {
     if (!b.add_if("--context-shift on", {"--context-shift", "on"}) &&
         !b.add_if("--context-shift", {"--context-shift"})) {
@@ -147,8 +155,7 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("context_shift", "off", "--no-context-shift", "this build may truncate prompts silently");
   }
   if (!b.add_if("-to 600", {"-to", std::to_string(s.timeout_s)})) {
-    return b.cannot("timeout_s", std::to_string(s.timeout_s), "-to 600",
-                    "this build has no server time-out flag");
+    return b.cannot("timeout_s", std::to_string(s.timeout_s), "-to 600", "this build has no server time-out flag");
   }
   if (s.threads && !b.add_if("-t 2", {"-t", std::to_string(*s.threads)})) {
     return b.cannot("threads", std::to_string(*s.threads), "-t 2", "unset it");
@@ -157,8 +164,7 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
     return b.cannot("mla", std::to_string(*s.mla), "-mla 3", "unset it (an ik_llama.cpp setting)");
   }
   if (s.jinja) {
-    if (!b.add_if("--jinja", {"--jinja"}))
-      return b.cannot("jinja", "true", "--jinja", "tool calls need jinja templates");
+    if (!b.add_if("--jinja", {"--jinja"})) return b.cannot("jinja", "true", "--jinja", "tool calls need jinja templates");
   } else {
     b.add_if("--no-jinja", {"--no-jinja"});  // builds without --no-jinja default to off
   }
@@ -168,6 +174,11 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (s.alias && !b.add_if("-a kvgate-probe", {"-a", *s.alias})) {
     return b.cannot("alias", *s.alias, "-a kvgate-probe", "unset it");
   }
+  return {};
+}
+
+// Saved slot states and the API key.
+Status add_state_and_key(Builder& b, const ServerSettings& s, const ServerCaps& caps) {
   if (s.slot_save_path) {
     // Both forks list it (no flag probe: its value is a folder the probe would have to create).
     if (!caps.help_flags.count("--slot-save-path")) {
@@ -182,6 +193,11 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (!key_file && s.api_key && !b.add_if("--api-key kvgate-probe", {"--api-key", *s.api_key})) {
     return b.cannot("api_key", "(set)", "--api-key kvgate-probe", "this build cannot be protected by a key");
   }
+  return {};
+}
+
+// The log the startup check reads, and the start exactly as planned.
+void add_logging(Builder& b, const ServerCaps& caps) {
   // Mainline hides its allocation lines below -lv 4; ik prints them unconditionally.
   b.add_if("-lv 4", {"-lv", "4"});
   // ik also writes its log to ./llama.log (mode 0644, in whatever directory kvgate runs in);
@@ -190,6 +206,18 @@ Result<std::vector<std::string>> launch_args(const ServerSettings& s, const Serv
   if (caps.fork == Fork::kIk) b.add_if("--log-disable", {"--log-disable"});
   // Mainline's -fit adjusts unset values only; off keeps the start exactly as planned.
   b.add_if("-fit off", {"-fit", "off"});
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> launch_args(const ServerSettings& s, const ServerCaps& caps) {
+  Builder b(caps);
+  KV_TRY(add_shape(b, s, caps));
+  KV_TRY(add_attention(b, s, caps));
+  KV_TRY(add_caches(b, s, caps));
+  KV_TRY(add_server(b, s));
+  KV_TRY(add_state_and_key(b, s, caps));
+  add_logging(b, caps);
   return b.take();
 }
 

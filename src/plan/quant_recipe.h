@@ -56,7 +56,7 @@ TensorClass classify_tensor(std::string_view name);
 // Whether the quantizer re-types this tensor at all (else it keeps its stored type).
 bool quantizer_retypes(std::string_view name, uint32_t n_dims);
 
-struct QuantRecipe;  // defined in quant_recipe.cc
+struct QuantRecipe;  // defined in quant_recipes.h
 
 // Case-insensitive: "Q3_K_M", "q3_k_m", "iq2_m". nullptr when unknown.
 const QuantRecipe* find_quant_recipe(std::string_view name);

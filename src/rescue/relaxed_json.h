@@ -12,11 +12,8 @@
 // open string keeps what it has (a cut escape is dropped), a member or element that had not
 // started its value is dropped, and open containers are closed; `truncated` says so.
 //
-// close_truncated_json() is the text-level counterpart for history repair: when `text` is a
-// strict-JSON document cut short, it returns the text with the shortest tail that makes it
-// valid (an incomplete final token is cut back first), leaving every complete byte as it was:
-// `{"a": 1, "b": "x` becomes `{"a": 1, "b": "x"}`. Text with a syntax error before its end is
-// not "merely truncated" and gives nullopt.
+// close_truncated_json() (truncated_json.h) is the text-level counterpart for history repair;
+// it and the UTF-8 helpers (utf8.h) are included here for the callers of this header.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rescue/truncated_json.h"
+#include "rescue/utf8.h"
 #include "util/result.h"
 
 namespace kvgate::rescue {
@@ -49,13 +48,6 @@ Result<RelaxedValue> parse_relaxed_value(std::string_view text, size_t pos = 0,
 
 // Strict parse without exceptions: the value, or nullopt when `text` is not one JSON document.
 std::optional<nlohmann::json> parse_strict_json(std::string_view text);
-
-// See the header comment. REQUIRES nothing; returns nullopt for valid, empty or broken text.
-std::optional<std::string> close_truncated_json(std::string_view text);
-
-// UTF-8 helpers. sanitize_utf8 replaces every invalid sequence with U+FFFD.
-bool is_valid_utf8(std::string_view text);
-std::string sanitize_utf8(std::string_view text);
 
 // dump() that cannot throw: invalid UTF-8 in strings is replaced. Copying, comparing and
 // dumping nlohmann values recurse once per nesting level: code that handles client JSON

@@ -192,7 +192,9 @@ TEST(CompactorTest, TimeLimitBoundsACompaction) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("compaction took longer than 100 ms"), std::string::npos) << r.error().message();
-  EXPECT_LT(ms, 1000);
+  // Without the limit it would count for 200 views of 40 ms and more; a loaded machine may
+  // stretch each call, not the number of them.
+  EXPECT_LT(ms, 5000);
   EXPECT_LE(calls, 5);
   // Without the limit the same compaction completes.
   EXPECT_TRUE(compact(c, 3000, c.length, count_view, count_text, fixed_summary("s"), {}).ok());
@@ -203,10 +205,11 @@ TEST(CompactorTest, TimeLimitBoundsACompaction) {
 TEST(CompactorTest, ASlowModelSummaryDoesNotCountAgainstTheTimeLimit) {
   Conversation c = agent(20, 2000);
   SummarizeFn slow_summary = [](const Conversation&, uint64_t, uint64_t) -> Result<std::string> {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     return std::string("model summary");
   };
-  CompactionOptions o{.time_limit = std::chrono::milliseconds(200)};
+  // The summary alone outlasts the limit; the counting, even on a loaded machine, does not.
+  CompactionOptions o{.time_limit = std::chrono::milliseconds(1000)};
   auto r = compact(c, 2000, c.length, count_view, count_text, slow_summary, o);
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->summary_source, "model");

@@ -81,8 +81,13 @@ TEST(SubprocessTest, StopKillsTheWholeGroup) {
   ASSERT_GT(grandchild, 0);
   auto status = (*p)->stop(std::chrono::milliseconds(200));
   EXPECT_TRUE(status.signaled());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(process_alive(grandchild)) << "grandchild survived";
+  // The grandchild was killed with the group; init reaps it a moment later.
+  bool gone = false;
+  for (int i = 0; i < 3000 && !gone; ++i) {
+    gone = !process_alive(grandchild);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "grandchild survived";
 }
 
 TEST(SubprocessTest, StopReachesAStoppedChildWithSigterm) {
