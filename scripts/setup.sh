@@ -41,7 +41,7 @@ serve_packages=(
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev libxxhash-dev
   libjs-chart.js procps
 )
-test_packages=(clang libgtest-dev libgmock-dev sqlite3 systemd psmisc ccache)
+test_packages=(clang libgtest-dev libgmock-dev sqlite3 systemd psmisc ccache python3)
 
 # clang's sanitizer runtime has a versioned name that differs by release.
 case "$os_id-$os_version" in

@@ -179,32 +179,76 @@ std::string extractive_summary(const Conversation& c, uint64_t until, size_t max
   return out;
 }
 
-Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_t first_new,
-                                 const ViewCountFn& count_view_fn, const TextCountFn& count_text_fn,
-                                 const SummarizeFn& summarize, const CompactionOptions& opt) {
-  TimeLimit limit(opt.time_limit);
-  auto count_view = [&](const json& view) -> Result<uint64_t> {
-    KV_TRY(limit.check());
-    return count_view_fn(view);
-  };
-  auto count_text = [&](const std::string& text) -> Result<uint64_t> {
-    KV_TRY(limit.check());
-    return count_text_fn(text);
-  };
-  CompactionResult r;
-  r.conversation = c;
-  Conversation& cv = r.conversation;
-  KV_ASSIGN_OR_RETURN(r.tokens_before, count_view(build_view(cv)));
-  uint64_t tokens = r.tokens_before;
-  r.level = "L1";
-  const uint64_t last_user = last_user_index(cv);
+namespace {
 
-  // L1: over-long single messages.
-  auto truncate_long = [&](uint64_t from, uint64_t threshold, uint64_t keep) -> Result<bool> {
+// One compaction in progress: the conversation being changed, its counted size, and the
+// counting functions bounded by the compaction's time limit. Each level is a method.
+class Compaction {
+ public:
+  Compaction(const Conversation& c, uint64_t target, uint64_t first_new, const ViewCountFn& count_view,
+             const TextCountFn& count_text, const SummarizeFn& summarize, const CompactionOptions& opt)
+      : target_(target),
+        first_new_(first_new),
+        count_view_fn_(count_view),
+        count_text_fn_(count_text),
+        summarize_(summarize),
+        opt_(opt),
+        limit_(opt.time_limit) {
+    r_.conversation = c;
+  }
+
+  Result<CompactionResult> run() {
+    Conversation& cv = r_.conversation;
+    KV_ASSIGN_OR_RETURN(r_.tokens_before, count_view(build_view(cv)));
+    tokens_ = r_.tokens_before;
+    r_.level = "L1";
+    last_user_ = last_user_index(cv);
+    // L1: over-long single messages.
+    KV_ASSIGN_OR_RETURN(bool l1_changed, truncate_long(opt_.l1_threshold_tokens, opt_.l1_keep_tokens));
+    if (l1_changed) KV_TRY(recount());
+    if (tokens_ <= target_) return finish();
+    // L2: summarise the oldest turns. Candidate cuts are user turns after the current cut.
+    for (uint64_t i = cv.first_kept() + 1; i <= last_user_ && i < cv.length; ++i) {
+      if (cv.at(i).message.value("role", "") == "user") cuts_.push_back(i);
+    }
+    if (!cuts_.empty()) KV_TRY(summarise_oldest());
+    KV_TRY(drop_more());
+    if (tokens_ > target_) {
+      return Error(fmt::format("the conversation cannot be made to fit: the system message and the newest user "
+                               "message alone take {} tokens, more than the {} available; shorten that message or "
+                               "raise the context",
+                               tokens_, target_));
+    }
+    return finish();
+  }
+
+ private:
+  Result<uint64_t> count_view(const json& view) {
+    KV_TRY(limit_.check());
+    return count_view_fn_(view);
+  }
+  Result<uint64_t> count_text(const std::string& text) {
+    KV_TRY(limit_.check());
+    return count_text_fn_(text);
+  }
+  Status recount() {
+    KV_ASSIGN_OR_RETURN(tokens_, count_view(build_view(r_.conversation)));
+    return {};
+  }
+  CompactionResult finish() {
+    r_.tokens_after = tokens_;
+    ++r_.conversation.generation;
+    return std::move(r_);
+  }
+
+  // Truncates every message (but the newest user message) longer than `threshold` tokens to
+  // `keep` tokens, head and tail; true when one was.
+  Result<bool> truncate_long(uint64_t threshold, uint64_t keep) {
+    Conversation& cv = r_.conversation;
     bool changed = false;
-    for (uint64_t i = std::max(from, cv.first_kept()); i < cv.length; ++i) {
+    for (uint64_t i = cv.first_kept(); i < cv.length; ++i) {
       const StoredMessage& m = cv.at(i);
-      if (i == last_user) continue;  // the newest user message stays whole
+      if (i == last_user_) continue;  // the newest user message stays whole
       if (cv.truncations.count(m.hash)) continue;
       const std::string text = message_text(m.message);
       if (text.size() <= threshold) continue;  // a token is at least one byte
@@ -216,120 +260,131 @@ Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_
       t.tail_chars = static_cast<size_t>(static_cast<double>(keep) * 0.25 * bytes_per_token);
       t.elided_tokens = n - keep;
       cv.truncations[m.hash] = t;
-      ++r.truncated_messages;
+      ++r_.truncated_messages;
       changed = true;
     }
     return changed;
-  };
-  KV_ASSIGN_OR_RETURN(bool l1_changed, truncate_long(0, opt.l1_threshold_tokens, opt.l1_keep_tokens));
-  if (l1_changed) {
-    KV_ASSIGN_OR_RETURN(tokens, count_view(build_view(cv)));
-  }
-  if (tokens <= target) {
-    r.tokens_after = tokens;
-    ++cv.generation;
-    return r;
   }
 
-  // L2: summarise the oldest turns. Candidate cuts are user turns after the current cut.
-  std::vector<uint64_t> cuts;
-  for (uint64_t i = cv.first_kept() + 1; i <= last_user && i < cv.length; ++i) {
-    if (cv.at(i).message.value("role", "") == "user") cuts.push_back(i);
-  }
-  const uint64_t summary_allowance = opt.summary_max_tokens + 40;
-  if (!cuts.empty()) {
-    r.level = "L2";
-    // The smallest cut whose view (plus the summary it will get) fits; views shrink as the
-    // cut moves later, so binary search.
+  // The smallest cut whose view (plus the summary it will get) fits; views shrink as the cut
+  // moves later, so binary search. The last cut when none fits.
+  Result<uint64_t> smallest_fitting_cut() {
+    const uint64_t summary_allowance = opt_.summary_max_tokens + 40;
     auto fits_with_cut = [&](uint64_t u) -> Result<bool> {
-      Conversation probe = cv;
+      Conversation probe = r_.conversation;
       apply_cut(probe, u);
       probe.summary.reset();
       KV_ASSIGN_OR_RETURN(uint64_t n, count_view(build_view(probe)));
-      return n + summary_allowance <= target;
+      return n + summary_allowance <= target_;
     };
     size_t lo = 0;
-    size_t hi = cuts.size() - 1;
-    KV_ASSIGN_OR_RETURN(bool last_fits, fits_with_cut(cuts[hi]));
-    if (last_fits) {
-      while (lo < hi) {
-        const size_t mid = (lo + hi) / 2;
-        KV_ASSIGN_OR_RETURN(bool ok, fits_with_cut(cuts[mid]));
-        if (ok) {
-          hi = mid;
-        } else {
-          lo = mid + 1;
-        }
+    size_t hi = cuts_.size() - 1;
+    KV_ASSIGN_OR_RETURN(bool last_fits, fits_with_cut(cuts_[hi]));
+    if (!last_fits) return cuts_.back();
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      KV_ASSIGN_OR_RETURN(bool ok, fits_with_cut(cuts_[mid]));
+      if (ok) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
       }
     }
-    const uint64_t u = cuts[last_fits ? lo : cuts.size() - 1];
+    return cuts_[lo];
+  }
+
+  // The summary of the messages before cut `u`: the model's when it can and may be asked,
+  // else the extractive one; why the model's was not used goes to summary_error.
+  std::string summary_text(uint64_t u) {
     std::string text;
-    if (opt.summary_prompt_limit > 0 && tokens > opt.summary_prompt_limit) {
-      r.summary_error = fmt::format("the view ({} tokens) is larger than the engine's context ({} tokens)", tokens,
-                                    opt.summary_prompt_limit);
-    } else if (!limit.check().ok()) {
-      r.summary_error = "no time left for a model summary";
-    } else if (summarize) {
+    if (opt_.summary_prompt_limit > 0 && tokens_ > opt_.summary_prompt_limit) {
+      r_.summary_error = fmt::format("the view ({} tokens) is larger than the engine's context ({} tokens)", tokens_,
+                                     opt_.summary_prompt_limit);
+    } else if (!limit_.check().ok()) {
+      r_.summary_error = "no time left for a model summary";
+    } else if (summarize_) {
       const auto asked = std::chrono::steady_clock::now();
-      auto s = summarize(cv, u, opt.summary_max_tokens);
-      limit.exclude(std::chrono::steady_clock::now() - asked);
+      auto s = summarize_(r_.conversation, u, opt_.summary_max_tokens);
+      limit_.exclude(std::chrono::steady_clock::now() - asked);
       if (s.ok() && !s->empty()) {
         text = *s;
-        r.summary_source = "model";
+        r_.summary_source = "model";
       } else {
-        r.summary_error = s.ok() ? "the model returned an empty summary" : s.error().message();
+        r_.summary_error = s.ok() ? "the model returned an empty summary" : s.error().message();
       }
     } else {
-      r.summary_error = "model summaries are disabled";
+      r_.summary_error = "model summaries are disabled";
     }
     if (text.empty()) {
-      text = extractive_summary(cv, u, opt.summary_max_tokens * 3);
-      r.summary_source = "extractive";
+      text = extractive_summary(r_.conversation, u, opt_.summary_max_tokens * 3);
+      r_.summary_source = "extractive";
     }
+    return text;
+  }
+
+  // L2: cut the oldest turns and put a summary of them in their place.
+  Status summarise_oldest() {
+    r_.level = "L2";
+    KV_ASSIGN_OR_RETURN(const uint64_t u, smallest_fitting_cut());
     SummaryNote note;
-    note.text = text;
+    note.text = summary_text(u);
     note.covers_until = u;
-    note.after_system = !opt.summary_after_tail;
-    note.anchor = opt.summary_after_tail ? std::max(first_new, u) : u;
-    note.source = r.summary_source;
-    auto n = count_text(text);
+    note.after_system = !opt_.summary_after_tail;
+    note.anchor = opt_.summary_after_tail ? std::max(first_new_, u) : u;
+    note.source = r_.summary_source;
+    auto n = count_text(note.text);
     note.tokens = n.ok() ? *n : 0;
-    r.dropped_messages += u - cv.first_kept();
+    Conversation& cv = r_.conversation;
+    r_.dropped_messages += u - cv.first_kept();
     apply_cut(cv, u);
     cv.summary = note;
-    KV_ASSIGN_OR_RETURN(tokens, count_view(build_view(cv)));
+    return recount();
   }
 
   // L3: drop whole turns, then the summary, then shorten what follows the newest user
   // message; the system message and that user message stay whole.
-  if (tokens > target) {
-    r.level = "L3";
-    for (uint64_t u : cuts) {
-      if (u <= cv.first_kept()) continue;
-      r.dropped_messages += u - cv.first_kept();
-      apply_cut(cv, u);
-      KV_ASSIGN_OR_RETURN(tokens, count_view(build_view(cv)));
-      if (tokens <= target) break;
+  Status drop_more() {
+    Conversation& cv = r_.conversation;
+    if (tokens_ > target_) {
+      r_.level = "L3";
+      for (uint64_t u : cuts_) {
+        if (u <= cv.first_kept()) continue;
+        r_.dropped_messages += u - cv.first_kept();
+        apply_cut(cv, u);
+        KV_TRY(recount());
+        if (tokens_ <= target_) break;
+      }
     }
-  }
-  if (tokens > target && cv.summary) {
-    cv.summary.reset();
-    KV_ASSIGN_OR_RETURN(tokens, count_view(build_view(cv)));
-  }
-  if (tokens > target) {
-    KV_ASSIGN_OR_RETURN(bool changed, truncate_long(0, 256, 128));
-    if (changed) {
-      KV_ASSIGN_OR_RETURN(tokens, count_view(build_view(cv)));
+    if (tokens_ > target_ && cv.summary) {
+      cv.summary.reset();
+      KV_TRY(recount());
     }
+    if (tokens_ > target_) {
+      KV_ASSIGN_OR_RETURN(bool changed, truncate_long(256, 128));
+      if (changed) KV_TRY(recount());
+    }
+    return {};
   }
-  if (tokens > target) {
-    return Error(fmt::format("the conversation cannot be made to fit: the system message and the newest user message "
-                             "alone take {} tokens, more than the {} available; shorten that message or raise the context",
-                             tokens, target));
-  }
-  r.tokens_after = tokens;
-  ++cv.generation;
-  return r;
+
+  const uint64_t target_;
+  const uint64_t first_new_;
+  const ViewCountFn& count_view_fn_;
+  const TextCountFn& count_text_fn_;
+  const SummarizeFn& summarize_;
+  const CompactionOptions& opt_;
+  TimeLimit limit_;
+  CompactionResult r_;
+  uint64_t tokens_ = 0;
+  uint64_t last_user_ = 0;
+  std::vector<uint64_t> cuts_;
+};
+
+}  // namespace
+
+Result<CompactionResult> compact(const Conversation& c, uint64_t target, uint64_t first_new,
+                                 const ViewCountFn& count_view_fn, const TextCountFn& count_text_fn,
+                                 const SummarizeFn& summarize, const CompactionOptions& opt) {
+  return Compaction(c, target, first_new, count_view_fn, count_text_fn, summarize, opt).run();
 }
 
 }  // namespace kvgate::session
