@@ -56,48 +56,58 @@ struct Case {
 
 class AgentConversationTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(AgentConversationTest, TheSecondTurnExtendsTheFirstTurnsPrompt) {
-  const Case c = GetParam();
-  const json first = agent_request_messages(c.cli, "run3-001");
-  const json second = agent_request_messages(c.cli, "continue-001");
-  ASSERT_GT(second.size(), first.size() + 1);
+// Two turns of one conversation through recognition and intake: the second turn's intake and
+// view, the first view with the reply after it (what the second must extend), and the
+// oracle's verdict on the second view.
+struct TwoTurns {
+  MiniGateway::Turn second;
+  json first_and_reply;
+  std::string oracle;
+};
+TwoTurns two_turns(const json& first, const json& second) {
   const json reply = reply_in(second, first.size());
   MiniGateway gw;
   IsolationOracle oracle;
   auto t1 = gw.send(kScope, std::nullopt, first, reply);
   oracle.answered(kScope, std::nullopt, first, reply);
-  auto t2 = gw.send(kScope, std::nullopt, second, json{{"role", "assistant"}, {"content", "done"}});
-  EXPECT_EQ(t1.session, t2.session);
+  TwoTurns out;
+  out.second = gw.send(kScope, std::nullopt, second, json{{"role", "assistant"}, {"content", "done"}});
+  EXPECT_EQ(t1.session, out.second.session);
+  out.first_and_reply = t1.view;
+  out.first_and_reply.push_back(reply);
+  out.oracle = oracle.check(kScope, std::nullopt, second, out.second.view);
+  return out;
+}
+
+TEST_P(AgentConversationTest, TheSecondTurnExtendsTheFirstTurnsPrompt) {
+  const Case c = GetParam();
+  const json first = agent_request_messages(c.cli, "run3-001");
+  const json second = agent_request_messages(c.cli, "continue-001");
+  ASSERT_GT(second.size(), first.size() + 1);
+  const TwoTurns t = two_turns(first, second);
+  const auto& t2 = t.second;
   EXPECT_EQ(evidence_name(t2.intake.evidence), std::string("history_echo"));
   EXPECT_FALSE(t2.intake.cause.has_value()) << t2.intake.cause_detail;
-  json expected_prefix = t1.view;
-  expected_prefix.push_back(reply);
-  EXPECT_TRUE(view_extends(expected_prefix, t2.view)) << "first differing message "
-                                                       << first_different_message(expected_prefix, t2.view);
+  EXPECT_TRUE(view_extends(t.first_and_reply, t2.view))
+      << "first differing message " << first_different_message(t.first_and_reply, t2.view);
   EXPECT_EQ(t2.view.back(), second.back());  // the new message as the client sent it
-  EXPECT_EQ(oracle.check(kScope, std::nullopt, second, t2.view), "");
+  EXPECT_EQ(t.oracle, "");
 }
 
 TEST_P(AgentConversationTest, TheNextDayThePinnedDateStaysAndTheNewDateIsInTheNote) {
   const Case c = GetParam();
   const json first = agent_request_messages(c.cli, "run3-001");
   const json second = replaced(agent_request_messages(c.cli, "continue-001"), c.today, c.tomorrow);
-  const json reply = reply_in(second, first.size());
-  MiniGateway gw;
-  IsolationOracle oracle;
-  auto t1 = gw.send(kScope, std::nullopt, first, reply);
-  oracle.answered(kScope, std::nullopt, first, reply);
-  auto t2 = gw.send(kScope, std::nullopt, second, json{{"role", "assistant"}, {"content", "done"}});
+  const TwoTurns t = two_turns(first, second);
+  const auto& t2 = t.second;
   EXPECT_EQ(evidence_name(t2.intake.evidence), std::string("history_echo"));
   ASSERT_FALSE(t2.intake.volatile_now.empty());
   for (const auto& line : t2.intake.volatile_now) EXPECT_NE(line.find(c.tomorrow), std::string::npos) << line;
-  json expected_prefix = t1.view;
-  expected_prefix.push_back(reply);
-  EXPECT_TRUE(view_extends(expected_prefix, t2.view));
+  EXPECT_TRUE(view_extends(t.first_and_reply, t2.view));
   const std::string newest = t2.view.back().dump();
   EXPECT_NE(newest.find(json(std::string(kVolatileNoteHead)).dump().substr(1, 20)), std::string::npos) << newest;
   EXPECT_NE(newest.find(c.tomorrow), std::string::npos);
-  EXPECT_EQ(oracle.check(kScope, std::nullopt, second, t2.view), "");
+  EXPECT_EQ(t.oracle, "");
 }
 
 TEST_P(AgentConversationTest, ARunTheNextDayIsSentItsOwnDate) {
