@@ -47,11 +47,14 @@ struct AgentRun {
   std::string stdout_text;
 };
 
-// One run of `cli` through run_agent.sh against `base_url`, in `workdir` with `home`.
+// One run of `cli` through run_agent.sh against `base_url`, in `workdir` with `home`: one model
+// turn, answers capped at 64 tokens where the CLI has a setting for it (Qwen Code's memory
+// extraction request otherwise decodes hundreds of words on a random model).
 AgentRun run_agent(const std::string& cli, const std::string& base_url, const fs::path& workdir, const fs::path& home,
               const fs::path& out, const std::string& key) {
   const std::string cmd = fmt::format(
-      "AGENT_HOME='{}' AGENT_API_KEY='{}' AGENT_MAX_TURNS=1 AGENT_TIMEOUT=240 '{}' {} '{}' '{}' '{}' >'{}/runner.log' 2>&1",
+      "AGENT_HOME='{}' AGENT_API_KEY='{}' AGENT_MAX_TURNS=1 AGENT_MAX_OUTPUT_TOKENS=64 AGENT_TIMEOUT=300 '{}' {} '{}' '{}' "
+      "'{}' >'{}/runner.log' 2>&1",
       home.string(), key, (kAgents / "run_agent.sh").string(), cli, base_url, workdir.string(), out.string(),
       out.string());
   fs::create_directories(out);
