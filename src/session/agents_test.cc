@@ -136,6 +136,18 @@ TEST_P(AgentConversationTest, ARunTheNextDayIsSentItsOwnDate) {
               100.0 * static_cast<double>(shared) / static_cast<double>(a.size()));
 }
 
+TEST_P(AgentConversationTest, NothingButTheMessagesChangesInTheChatBodyBetweenTurns) {
+  // Tools, sampling and the other fields kvgate sends upstream are the same in both turns (the
+  // per-run and per-request ids of the CLIs stay outside the chat body).
+  const Case c = GetParam();
+  json first = wire::testing::agent_request_chat(c.cli, "run3-001");
+  json second = wire::testing::agent_request_chat(c.cli, "continue-001");
+  ASSERT_TRUE(first.contains("messages") && second.contains("messages"));
+  first.erase("messages");
+  second.erase("messages");
+  EXPECT_EQ(first, second);
+}
+
 TEST_P(AgentConversationTest, RunsOfOneDayRepeatTheFirstRequest) {
   const Case c = GetParam();
   MiniGateway gw;

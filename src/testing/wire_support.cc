@@ -292,6 +292,11 @@ std::map<std::string, nlohmann::json> recorded_fixtures() {
 }
 
 nlohmann::json agent_request_messages(const std::string& cli, const std::string& name) {
+  nlohmann::json chat = agent_request_chat(cli, name);
+  return chat.contains("messages") ? chat["messages"] : nlohmann::json::array();
+}
+
+nlohmann::json agent_request_chat(const std::string& cli, const std::string& name) {
   const std::filesystem::path path =
       std::filesystem::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "agents" / cli / (name + ".json");
   std::ifstream in(path);
@@ -303,16 +308,16 @@ nlohmann::json agent_request_messages(const std::string& cli, const std::string&
   const ClientJson& body = record["request"]["body"];
   if (cli == "claude") {
     auto chat = messages_to_chat(body);
-    if (chat.ok()) return chat->chat["messages"];
+    if (chat.ok()) return chat->chat;
     ADD_FAILURE() << path << ": " << chat.error().message;
   } else if (cli == "codex") {
     auto chat = responses_to_chat(body, nlohmann::json::array());
-    if (chat.ok()) return chat->chat["messages"];
+    if (chat.ok()) return chat->chat;
     ADD_FAILURE() << path << ": " << chat.error().message;
   } else {
-    return nlohmann::json::parse(body["messages"].dump());
+    return nlohmann::json::parse(body.dump());
   }
-  return nlohmann::json::array();
+  return nlohmann::json::object();
 }
 
 namespace {

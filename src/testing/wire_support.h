@@ -82,6 +82,8 @@ std::map<std::string, nlohmann::json> recorded_fixtures();
 // Qwen Code's /v1/chat/completions messages as sent. CLI: claude, codex or qwen. Failures
 // (a missing file, a conversion error) are gtest failures and give an empty array.
 nlohmann::json agent_request_messages(const std::string& cli, const std::string& name);
+// The whole chat-completions body of such a request (an empty object on failure).
+nlohmann::json agent_request_chat(const std::string& cli, const std::string& name);
 
 // A reply to stream in random pieces: what the generated chunks carry.
 struct ReplySpec {
