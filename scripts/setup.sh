@@ -6,7 +6,9 @@
 #   3. the pinned llama-server engine, built once into ~/.cache/kvgate through
 #      `kvgate engine build` (scripts/engine.sh),
 #   4. the built-in default model (a small synthesized qwen3-shaped GGUF) in the cache,
-#   5. for the test suite: the npm packages the tests use as independent clients (tests/npm).
+#   5. for the test suite: the npm packages the tests use as independent clients (tests/npm),
+#      and the pinned agent CLIs the agents' e2e test runs through kvgate (tests/agents,
+#      ~930 MB; KVGATE_SKIP_AGENTS=1 leaves them out and that test skips).
 #
 #   scripts/setup.sh           everything the test suite needs (all targets)
 #   scripts/setup.sh --serve   only what serving needs: the `kvgate` binary, no tests
@@ -95,6 +97,15 @@ fi
 if [[ "$mode" == all && ( ! -d tests/npm/node_modules || tests/npm/package-lock.json -nt tests/npm/node_modules ) ]]; then
   log "installing test clients from the npm registry (tests/npm)"
   npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error >&2
+fi
+
+# The pinned agent CLIs (Claude Code, Codex, Qwen Code) for src/cli/agents_e2e_test.cc.
+# npm install, not npm ci: see tests/fixtures/agents/README.md ("Installing the CLIs").
+if [[ "$mode" == all && "${KVGATE_SKIP_AGENTS:-0}" != 1 &&
+      ( ! -d tests/agents/node_modules || tests/agents/package-lock.json -nt tests/agents/node_modules ) ]]; then
+  log "installing the pinned agent CLIs from the npm registry (tests/agents, ~930 MB)"
+  npm install --prefix tests/agents --no-audit --no-fund --loglevel=error >&2
+  touch tests/agents/node_modules
 fi
 
 build/src/cli/kvgate synth --default-model >&2

@@ -52,17 +52,45 @@ std::optional<Window> align_window(const Conversation& conv, const RequestKeys& 
   return std::nullopt;
 }
 
+// Index of the request's newest user message (the size when it has none).
+size_t newest_user(const json& messages) {
+  for (size_t i = messages.size(); i > 0; --i) {
+    if (is_role(messages[i - 1], "user")) return i - 1;
+  }
+  return messages.size();
+}
+
+struct Carried {
+  uint64_t k = 0;                         // messages the request repeats
+  std::vector<std::string> volatile_now;  // current versions of pinned lines of messages after the system
+};
+
 // The stored conversation's messages the request repeats: the common prefix of the two
-// chains, cut at the first message whose exact content differs. The system message with
-// string content is left to the pinning rule.
-uint64_t verbatim_prefix(const Conversation& conv, const RequestKeys& keys, bool system_pinnable) {
+// chains, cut at the first message whose exact content differs — unless only its volatile
+// values did (pin_volatile_message(), when pinning is on; the stored version stays and its
+// current lines are returned) before the request's newest user message (the note goes there). The system message with string content is left to
+// take_system().
+Carried carried_prefix(const Conversation& conv, const json& messages, const RequestKeys& keys, bool system_pinnable,
+                       bool pin) {
+  Carried c;
   uint64_t k = 0;
   while (k < keys.chain.size() && k < conv.chain.size() && keys.chain[k] == conv.chain[k]) ++k;
+  const size_t newest = newest_user(messages);
   for (uint64_t i = 0; i < k; ++i) {
     if (i == 0 && system_pinnable) continue;
-    if (conv.exact[i] != keys.exact[i]) return i;
+    if (conv.exact[i] == keys.exact[i]) continue;
+    // The newest user message is what the model answers now: its values are never pinned.
+    if (pin && i >= conv.first_kept() && i < newest) {
+      if (auto lines = pin_volatile_message(conv.at(i).message, messages[static_cast<size_t>(i)], messages[newest])) {
+        c.volatile_now.insert(c.volatile_now.end(), lines->begin(), lines->end());
+        continue;
+      }
+    }
+    c.k = i;
+    return c;
   }
-  return k;
+  c.k = k;
+  return c;
 }
 
 void set_cause(Intake& in, BreakCause cause, std::string detail) {
@@ -81,7 +109,7 @@ void take_system(Intake& in, const json& messages, const StabiliserOptions& opti
   if (options.pin_volatile_lines && in.evidence != Evidence::kNone) {
     PinResult pin = pin_volatile_lines(conv.pinned_system, current);
     if (!pin.edited) {
-      in.volatile_now = std::move(pin.current);
+      in.volatile_now.insert(in.volatile_now.begin(), pin.current.begin(), pin.current.end());
       return;
     }
   }
@@ -146,7 +174,8 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
     }
   } else {
     const bool pinnable = after_system == 1 && has_string_system(messages) && conv.system.has_value();
-    const uint64_t k = verbatim_prefix(conv, keys, pinnable);
+    Carried carried = carried_prefix(conv, messages, keys, pinnable, options.pin_volatile_lines);
+    const uint64_t k = carried.k;
     // Same conversation: the request repeats the session's whole last request verbatim, and
     // that history holds an assistant turn (or the request goes on with our reply to it).
     const uint64_t last = request.stored_request_messages;
@@ -181,6 +210,7 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
         conv.truncate(k);
       }
       new_from = static_cast<size_t>(k);
+      in.volatile_now = std::move(carried.volatile_now);  // evidence: the pinned messages stay
     }
   }
   if (new_from > 0) take_system(in, messages, options);

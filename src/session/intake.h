@@ -12,19 +12,22 @@
 //   - A stored message is used in place of the request's only when the two are the same
 //     exactly (exact_hash(): formatting such as whitespace inside tool-call arguments may
 //     differ, content may not). A message whose volatile values changed (a date, an id) is
-//     taken as the request has it, and the conversation continues from there.
-//   - State beyond the messages themselves — the system message pinned at its first values
-//     with a note of the current ones, notes on earlier messages, summaries — carries values
-//     from earlier requests, so it is kept only with evidence that this is the same
-//     conversation: a client id, or the request carrying the session's whole last request
-//     verbatim with an assistant turn in it (or followed by the reply kvgate gave it) —
-//     "history echo". Without it (a retry of a first turn, a one-shot agent run again the
+//     taken as the request has it, and the conversation continues from there — unless the
+//     evidence below allows pinning it.
+//   - State beyond the messages themselves — the system message, and the system, developer
+//     and user messages before the newest user message, pinned at their first values with a
+//     note of the current ones (or kept with a volatile reminder the client moved to its
+//     newest message: stabiliser.h, pin_volatile_message()), notes on earlier messages,
+//     summaries — carries values from earlier requests, so it is kept only with evidence that
+//     this is the same conversation: a client id, or the request carrying the session's whole
+//     last request verbatim (up to those pinnable volatile values) with an assistant turn in
+//     it (or followed by the reply kvgate gave it) — "history echo". Without it (a retry of a first turn, a one-shot agent run again the
 //     next day, another client with the same opening, one that shares only some messages),
 //     the conversation is rebuilt from the request alone.
 //   - A later window of a conversation (the client dropped its oldest turns) continues the
 //     kept history only for a named conversation; recognised by content, it restarts from
 //     the request's own messages.
-// Volatile values: when the system message is pinned, the note with this request's current
+// Volatile values: when a message is pinned, the note with this request's current
 // values is on the newest user message of every request — retries and re-runs included.
 //
 // Pure: no I/O, no locks; the caller holds the session's turn.

@@ -204,7 +204,7 @@ TEST(IsolationTest, ANamedConversationWithAnEditedEarlierMessageIsSentTheEdit) {
   EXPECT_NE(all_text(t2.view).find("the build is red, again"), std::string::npos) << t2.view.dump();
 }
 
-TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageIsSentAsTheClientHasIt) {
+TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageKeepsItsPinnedVersionAndNotesTheNewOne) {
   MiniGateway gw;
   const json t1 = json::array({msg("system", "S"), msg("user", "meeting on 2026-12-01 at 10:00")});
   gw.send(kScope, std::nullopt, t1, msg("assistant", "ok"));
@@ -213,7 +213,23 @@ TEST(IsolationTest, AVolatileValueChangedInAnEarlierMessageIsSentAsTheClientHasI
   t2.push_back(msg("assistant", "ok"));
   t2.push_back(msg("user", "remind me"));
   auto t = gw.send(kScope, std::nullopt, t2, msg("assistant", "sure"));
-  EXPECT_EQ(t.view, t2);
+  // The request carries the last one up to volatile values and kvgate's reply: the message
+  // sent before stays, the current line reaches the model in the note.
+  EXPECT_EQ(evidence_name(t.intake.evidence), std::string("history_echo"));
+  ASSERT_EQ(t.view.size(), 4U);
+  EXPECT_EQ(t.view[1], t1[1]);
+  EXPECT_NE(t.view[3]["content"].get<std::string>().find("meeting on 2026-12-03 at 11:00"), std::string::npos);
+  IsolationOracle oracle;
+  oracle.answered(kScope, std::nullopt, t1, msg("assistant", "ok"));
+  EXPECT_EQ(oracle.check(kScope, std::nullopt, t2, t.view), "");
+  // The newest user message is the question: a retry with another date is sent as it is.
+  json t3 = t2;
+  t3[3]["content"] = "meeting on 2026-12-04 at 11:00";
+  json t4 = t2;
+  t4[3]["content"] = "meeting on 2026-12-05 at 11:00";
+  gw.send(kScope, std::nullopt, t3, msg("assistant", "noted"));
+  auto retry = gw.send(kScope, std::nullopt, t4, msg("assistant", "noted"));
+  EXPECT_NE(retry.view.back()["content"].get<std::string>().rfind("meeting on 2026-12-05 at 11:00", 0), std::string::npos);
 }
 
 TEST(IsolationTest, AClientSendingItsOwnAssistantTurnsKeepsItsPinnedClock) {

@@ -1,6 +1,8 @@
 #include "session/normalize.h"
 
+#include <algorithm>
 #include <cctype>
+#include <initializer_list>
 
 #include "util/json.h"
 
@@ -58,6 +60,50 @@ size_t match_date(std::string_view s, size_t i) {
   return pos + d - i;
 }
 
+bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// The length of the word in `names` (a full name or its three-letter abbreviation) at i.
+size_t match_name(std::string_view s, size_t i, std::initializer_list<std::string_view> names) {
+  const size_t n = count_while(s, i, is_letter);
+  const std::string_view word = s.substr(i, n);
+  for (std::string_view name : names) {
+    if (word == name || (n == 3 && word == name.substr(0, 3))) return n;
+  }
+  return 0;
+}
+
+size_t match_month(std::string_view s, size_t i) {
+  return match_name(s, i, {"January", "February", "March", "April", "May", "June", "July", "August", "September",
+                           "October", "November", "December"});
+}
+
+// "Wednesday, December 2, 2026", "December 2, 2026", "Dec 2nd 2026" (the weekday alone is
+// not a date).
+size_t match_named_date(std::string_view s, size_t i) {
+  size_t pos = i;
+  if (const size_t w = match_name(s, pos, {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"});
+      w != 0) {
+    pos += w;
+    if (pos < s.size() && s[pos] == ',') ++pos;
+    if (pos >= s.size() || s[pos] != ' ') return 0;
+    ++pos;
+  }
+  const size_t m = match_month(s, pos);
+  if (m == 0 || pos + m >= s.size() || s[pos + m] != ' ') return 0;
+  pos += m + 1;
+  const size_t d = count_while(s, pos, is_digit);
+  if (d < 1 || d > 2) return 0;
+  pos += d;
+  for (std::string_view suffix : {"st", "nd", "rd", "th"}) {
+    if (s.substr(pos, 2) == suffix) pos += 2;
+  }
+  if (pos < s.size() && s[pos] == ',') ++pos;
+  if (pos >= s.size() || s[pos] != ' ') return 0;
+  ++pos;
+  if (count_while(s, pos, is_digit) != 4) return 0;
+  return pos + 4 - i;
+}
+
 size_t match_time(std::string_view s, size_t i) {
   // 10:02, 10:02:35, 10:02:35.123, optional Z / +08:00 after a full time
   const size_t h = count_while(s, i, is_digit);
@@ -99,15 +145,31 @@ uint64_t mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+const std::string* part_text(const nlohmann::json& part) {
+  if (!part.is_object()) return nullptr;
+  auto t = part.find("text");
+  return t != part.end() && t->is_string() ? &t->get_ref<const std::string&>() : nullptr;
+}
+
+// Whether a content array has a text part that is not a volatile reminder.
+bool has_lasting_text(const nlohmann::json& content) {
+  for (const auto& part : content) {
+    if (const std::string* t = part_text(part); t != nullptr && !is_volatile_reminder(*t)) return true;
+  }
+  return false;
+}
+
 void append_text_content(const nlohmann::json& content, bool mask, std::string& out) {
   auto text = [mask](const std::string& s) { return mask ? mask_volatile(s) : s; };
   if (content.is_string()) {
     out += text(content.get_ref<const std::string&>());
   } else if (content.is_array()) {
+    const bool skip_reminders = mask && has_lasting_text(content);
     for (const auto& part : content) {
       if (!part.is_object()) continue;
-      if (auto t = part.find("text"); t != part.end() && t->is_string()) {
-        out += text(t->get_ref<const std::string&>());
+      if (const std::string* t = part_text(part); t != nullptr) {
+        if (skip_reminders && is_volatile_reminder(*t)) continue;
+        out += text(*t);
       } else {
         // Images, audio, files: what they are is content (two requests with different images
         // are different messages), so the whole part is part of the identity.
@@ -119,6 +181,13 @@ void append_text_content(const nlohmann::json& content, bool mask, std::string& 
 
 }  // namespace
 
+bool is_volatile_reminder(std::string_view text) {
+  constexpr size_t kMaxLines = 3;
+  constexpr size_t kMaxBytes = 512;
+  if (text.size() > kMaxBytes || static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) >= kMaxLines) return false;
+  return mask_volatile(text) != text;
+}
+
 std::string mask_volatile(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -126,10 +195,14 @@ std::string mask_volatile(std::string_view s) {
     // A token starts here: after a non-word character, or after the 'T' of an ISO timestamp.
     const bool boundary =
         i == 0 || !is_word(s[i - 1]) || (s[i - 1] == 'T' && i >= 2 && is_digit(s[i - 2]) && is_digit(s[i]));
-    if (boundary && (is_hex(s[i]))) {
+    if (boundary && (is_hex(s[i]) || is_letter(s[i]))) {
       size_t n = 0;
       const char* tag = nullptr;
-      if ((n = match_uuid(s, i)) != 0) {
+      if ((n = match_named_date(s, i)) != 0) {
+        tag = "<date>";
+      } else if (!is_hex(s[i])) {
+        // Only a named date starts with a letter other than a hex digit.
+      } else if ((n = match_uuid(s, i)) != 0) {
         tag = "<uuid>";
       } else if ((n = match_date(s, i)) != 0) {
         tag = "<date>";

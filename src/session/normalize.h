@@ -5,8 +5,14 @@
 // text content (parts concatenated), tool calls (function name + arguments re-serialised
 // canonically) — and leaves out what clients and engines vary freely: reasoning_content,
 // tool-call ids, key order, whitespace inside JSON arguments. Volatile substrings (clock
-// times, dates, UUIDs, long hex ids, 10+ digit numbers) are masked, so a client that
-// rewrites the time in its system prompt every turn still produces the same chain.
+// times, dates numeric or named ("Wednesday, December 2, 2026"), UUIDs, long hex ids, 10+
+// digit numbers) are masked, so a client that rewrites the time in its system prompt every
+// turn still produces the same chain.
+//
+// A short text part that carries a volatile value — a reminder of the date or time, at most
+// three lines (is_volatile_reminder()) — is left out of the masked form of a message that
+// has other text: clients move such a reminder to their newest message, and the message it
+// left is still the same message (intake.h decides what is sent).
 //
 // exact_hash() is the same canonical form without the masking: two messages with equal
 // message_hash() but different exact_hash() differ only in volatile values, and the
@@ -27,6 +33,8 @@
 namespace kvgate::session {
 
 std::string mask_volatile(std::string_view text);
+// A text of at most three lines and 512 bytes that carries a volatile value.
+bool is_volatile_reminder(std::string_view text);
 std::string canonical_message(const nlohmann::json& message, bool mask = true);
 uint64_t hash64(std::string_view data);
 uint64_t chain_step(uint64_t previous, uint64_t message_hash);

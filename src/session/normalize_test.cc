@@ -20,6 +20,28 @@ TEST(NormalizeTest, MasksVolatileSubstrings) {
   EXPECT_EQ(mask_volatile("deadbeefdeadbeefx"), "deadbeefdeadbeefx");  // not a whole token
 }
 
+TEST(NormalizeTest, MasksNamedDates) {
+  EXPECT_EQ(mask_volatile("Today's date is Wednesday, December 2, 2026."), "Today's date is <date>.");
+  EXPECT_EQ(mask_volatile("due Dec 2nd 2026, or December 14, 2027"), "due <date>, or <date>");
+  // A weekday or a month alone, or a month and a day without the year, is no date.
+  EXPECT_EQ(mask_volatile("on Friday in May 2 of them"), "on Friday in May 2 of them");
+  EXPECT_EQ(mask_volatile("Decembers 2, 2026 Mayday"), "Decembers 2, 2026 Mayday");
+}
+
+TEST(NormalizeTest, AMovedVolatileReminderLeavesTheMaskedFormOnly) {
+  const json reminder = {{"type", "text"}, {"text", "<system-reminder>\nThe current date is: Wednesday, December 2, 2026.\n</system-reminder>"}};
+  const json ask = {{"type", "text"}, {"text", "List the files."}};
+  const json with = {{"role", "user"}, {"content", json::array({reminder, ask})}};
+  const json without = {{"role", "user"}, {"content", json::array({ask})}};
+  EXPECT_EQ(message_hash(with), message_hash(without));
+  EXPECT_NE(exact_hash(with), exact_hash(without));
+  // Alone, or longer than three lines, it is the message's content.
+  EXPECT_NE(message_hash({{"role", "user"}, {"content", json::array({reminder})}}), message_hash(without));
+  EXPECT_FALSE(is_volatile_reminder("a\nb\nc\nd 2026-12-02"));
+  EXPECT_FALSE(is_volatile_reminder("no values here"));
+  EXPECT_TRUE(is_volatile_reminder("<r>\nnow 10:02:35\n</r>"));
+}
+
 TEST(NormalizeTest, CanonicalMessageIgnoresWhatClientsVary) {
   json a = {{"role", "assistant"},
             {"content", "ok"},

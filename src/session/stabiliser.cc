@@ -23,7 +23,65 @@ std::vector<std::string> split_lines(const std::string& s) {
   return out;
 }
 
+bool is_pinnable_role(const json& m) {
+  if (!m.is_object()) return false;
+  const std::string role = m.value("role", "");
+  return (role == "user" || role == "system" || role == "developer") && !m.contains("tool_calls");
+}
+
+// The text parts of a content (a string is one part); nullopt when it has anything else.
+std::optional<std::vector<std::string>> text_parts(const json& message) {
+  auto c = message.find("content");
+  if (c == message.end()) return std::nullopt;
+  if (c->is_string()) return std::vector<std::string>{c->get<std::string>()};
+  if (!c->is_array()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& part : *c) {
+    if (!part.is_object() || part.value("type", "text") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      return std::nullopt;
+    }
+    out.push_back(part["text"].get<std::string>());
+  }
+  return out;
+}
+
+// The message without its content, as exact_hash() sees it.
+uint64_t fields_hash(json m) {
+  m.erase("content");
+  return exact_hash(m);
+}
+
 }  // namespace
+
+std::optional<std::vector<std::string>> pin_volatile_message(const json& pinned, const json& current,
+                                                             const json& newest_user) {
+  if (!is_pinnable_role(pinned) || !is_pinnable_role(current) || fields_hash(pinned) != fields_hash(current)) {
+    return std::nullopt;
+  }
+  const auto kept = text_parts(pinned);
+  const auto now = text_parts(current);
+  if (!kept || !now) return std::nullopt;
+  std::vector<std::string> moved;  // masked texts of the newest user message's parts
+  if (const auto newest = newest_user.is_object() ? text_parts(newest_user) : std::nullopt) {
+    for (const auto& t : *newest) moved.push_back(mask_volatile(t));
+  }
+  std::vector<std::string> lines;
+  size_t b = 0;
+  for (const std::string& part : *kept) {
+    if (b < now->size()) {
+      PinResult r = pin_volatile_lines(part, (*now)[b]);
+      if (!r.edited) {
+        lines.insert(lines.end(), r.current.begin(), r.current.end());
+        ++b;
+        continue;
+      }
+    }
+    if (is_volatile_reminder(part) && std::find(moved.begin(), moved.end(), mask_volatile(part)) != moved.end()) continue;
+    return std::nullopt;
+  }
+  if (b != now->size()) return std::nullopt;
+  return lines;
+}
 
 PinResult pin_volatile_lines(const std::string& pinned, const std::string& current) {
   PinResult r;
@@ -53,7 +111,7 @@ PinResult pin_volatile_lines(const std::string& pinned, const std::string& curre
 }
 
 std::string volatile_note(const std::vector<std::string>& lines) {
-  std::string out = "\n\n[kvgate: current values of lines in the system prompt:";
+  std::string out = std::string(kVolatileNoteHead);
   for (const auto& l : lines) out += "\n" + l;
   return out + "]";
 }

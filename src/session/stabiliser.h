@@ -6,6 +6,10 @@
 //     only in volatile substrings (clock, date, request ids; see normalize.h) keeps its
 //     first version upstream; the current values travel as a note appended to the newest
 //     user message (re-applied identically on later turns);
+//   - volatile lines of an earlier message (a user, system or developer message after the
+//     first: an environment block with today's date) are pinned the same way, and a short
+//     volatile reminder the client moved from an earlier message to its newest one stays
+//     where it was (pin_volatile_message());
 //   - tool results of one tool-call turn that arrive out of order are put back in call order;
 //   - a client that dropped its oldest turns (sends a later window of the conversation) is
 //     continued on the session's existing view (recognition in SessionTable/chat flow).
@@ -15,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +41,19 @@ struct PinResult {
 // `pinned` is what was sent so far (first-seen version); `current` is what the client sent now.
 PinResult pin_volatile_lines(const std::string& pinned, const std::string& current);
 
-// The note carrying current volatile values, appended to the newest user message.
+// Whether `current` (the client's version of an earlier message) is `pinned` (the version
+// kept) up to volatile values: the same role and fields, no tool calls, the same text parts
+// (content as a string is one part) whose lines differ only in volatile substrings, less
+// parts that are volatile reminders (is_volatile_reminder()) found again, up to volatile
+// values, among the text parts of `newest_user` (the request's newest user message: the
+// client moved the reminder there). The current versions of the differing lines, or nullopt
+// when the two are not the same message.
+std::optional<std::vector<std::string>> pin_volatile_message(const nlohmann::json& pinned, const nlohmann::json& current,
+                                                             const nlohmann::json& newest_user);
+
+// The note carrying current volatile values, appended to the newest user message: this head,
+// then the lines, then "]".
+inline constexpr std::string_view kVolatileNoteHead = "\n\n[kvgate: current values of lines earlier in the conversation:";
 std::string volatile_note(const std::vector<std::string>& lines);
 
 // Reorders tool messages that follow an assistant message with tool_calls into call order,

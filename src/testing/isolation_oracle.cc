@@ -9,6 +9,7 @@
 
 #include "session/compactor.h"
 #include "session/normalize.h"
+#include "session/stabiliser.h"
 #include "util/json.h"
 
 namespace kvgate::testing {
@@ -29,7 +30,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kNoteHead = "\n\n[kvgate: current values of lines in the system prompt:";
+const std::string kNoteHead(session::kVolatileNoteHead);
 const std::string kSummaryHead = "[Summary of the earlier conversation, written by kvgate";
 const std::string kMarkerHead = "\n[… ";
 const std::string kMarkerTail = " tokens elided by kvgate …]\n";
@@ -108,6 +109,26 @@ std::vector<uint64_t> hashes_of(const json& messages) {
     out.push_back(i == 0 && is_system(messages[i]) ? message_hash(messages[i]) : exact_hash(messages[i]));
   }
   return out;
+}
+
+std::vector<uint64_t> masked_of(const json& messages) {
+  std::vector<uint64_t> out;
+  for (const auto& m : messages) out.push_back(message_hash(m));
+  return out;
+}
+
+// Index of the newest user message (the size when there is none).
+size_t newest_user(const json& messages) {
+  for (size_t i = messages.size(); i > 0; --i) {
+    if (messages[i - 1].value("role", "") == "user") return i - 1;
+  }
+  return messages.size();
+}
+
+// A message kvgate may keep at an earlier version that differs only in volatile values.
+bool is_pinnable(const json& m) {
+  const std::string role = m.value("role", "");
+  return (role == "user" || role == "system" || role == "developer") && !m.contains("tool_calls");
 }
 
 }  // namespace
@@ -192,16 +213,26 @@ std::string traceable_summary(const Conversation& c, uint64_t until) {
 
 void IsolationOracle::answered(const std::string& scope, const std::optional<std::string>& id, const json& messages,
                                const json& reply) {
-  log_.push_back({scope, id, messages, reply, hashes_of(messages), exact_hash(reply)});
+  log_.push_back({scope, id, messages, reply, hashes_of(messages), masked_of(messages), exact_hash(reply)});
 }
 
 std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const std::string& scope,
                                                                          const std::optional<std::string>& id,
-                                                                         const std::vector<uint64_t>& exact) const {
-  // The request carries a's messages verbatim (the system message up to volatile values).
-  auto carries = [&exact](const Answered& a) {
+                                                                         const json& messages) const {
+  const std::vector<uint64_t> exact = hashes_of(messages);
+  const std::vector<uint64_t> masked = masked_of(messages);
+  const size_t newest = newest_user(messages);
+  // The request carries a's messages verbatim (the system message, and the system, user and
+  // developer messages before the newest user message, up to volatile values).
+  auto carries = [&](const Answered& a) {
     const size_t n = a.exact.size();
-    return n > 0 && exact.size() >= n && std::equal(a.exact.begin(), a.exact.end(), exact.begin());
+    if (n == 0 || exact.size() < n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      if (a.exact[i] == exact[i]) continue;
+      if (i < newest && is_pinnable(messages[i]) && a.masked[i] == masked[i]) continue;
+      return false;
+    }
+    return true;
   };
   // Ancestors: requests whose messages this request carries whole, when that history has an
   // assistant turn, or this request carries the reply kvgate gave it.
@@ -224,15 +255,28 @@ std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const s
 
 std::string IsolationOracle::check(const std::string& scope, const std::optional<std::string>& id,
                                    const json& messages, const json& view) const {
-  const auto family = ancestors(scope, id, hashes_of(messages));
+  const auto family = ancestors(scope, id, messages);
+  const std::vector<uint64_t> masked = masked_of(messages);
+  const size_t newest = newest_user(messages);
   std::vector<const json*> allowed;
   for (const auto& m : messages) allowed.push_back(&m);
   std::set<std::string> allowed_lines;  // system lines (for pinned values and notes)
   for (const auto& l : lines_of(system_text(messages))) allowed_lines.insert(l);
   std::set<std::string> texts;          // message texts, quoted as summaries hold them
   for (const auto& m : messages) texts.insert(quoted(message_text(m)));
+  for (const auto& m : messages) {
+    for (const auto& l : lines_of(message_text(m))) allowed_lines.insert(l);
+  }
+  std::vector<const json*> pinned;  // ancestors' earlier messages R has up to volatile values
   for (const Answered* a : family) {
     for (const auto& l : lines_of(system_text(a->messages))) allowed_lines.insert(l);
+    for (const auto& m : a->messages) {
+      if (!is_pinnable(m)) continue;
+      for (const auto& l : lines_of(message_text(m))) allowed_lines.insert(l);  // notes kept on earlier turns
+    }
+    for (size_t i = 0; i < newest && i < a->messages.size(); ++i) {
+      if (is_pinnable(messages[i]) && a->masked[i] == masked[i]) pinned.push_back(&a->messages[i]);
+    }
     if (id && a->id == id) {
       for (const auto& m : a->messages) allowed.push_back(&m), texts.insert(quoted(message_text(m)));
       allowed.push_back(&a->reply);
@@ -241,6 +285,7 @@ std::string IsolationOracle::check(const std::string& scope, const std::optional
   }
   std::set<uint64_t> allowed_exact;
   for (const json* a : allowed) allowed_exact.insert(exact_hash(*a));
+  for (const json* a : pinned) allowed_exact.insert(exact_hash(*a));
   std::vector<std::string> note_lines;
   auto check_summary = [&](const std::string& text) -> std::string {
     const size_t nl = text.find('\n');

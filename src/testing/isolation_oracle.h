@@ -12,10 +12,14 @@
 //     with every differing line taken from the system message of an *ancestor*, and every
 //     line of R's system message that V's lacks is in a volatile-values note of V (the
 //     current values reach the model). Ancestors are the earlier requests of the same scope
-//     that R carries whole and verbatim (system message up to volatile values) when they hold
+//     that R carries whole and verbatim (system, user and developer messages before R's newest
+//     user message up to volatile values) when they hold
 //     an assistant turn or R also carries, right after, the reply kvgate gave them; and the
 //     earlier requests of the same named conversation;
-//   - every line of a volatile-values note is a line of R's system message or an ancestor's;
+//   - a message of V before R's newest user message may also be an ancestor's message at the
+//     same place that differs from R's only in volatile values (a pinned earlier message);
+//   - every line of a volatile-values note is a line of R's messages or of an ancestor's
+//     system, user or developer messages (a note kept on an earlier turn);
 //   - every line of a summary written by `traceable_summary` is the text of a message R
 //     carries (or of the named conversation's history).
 // MiniGateway below drives recognition, intake and compaction as a chat turn does, for
@@ -57,10 +61,11 @@ class IsolationOracle {
     nlohmann::json messages;
     nlohmann::json reply;
     std::vector<uint64_t> exact;  // exact_hash() of each message (the system's: message_hash())
+    std::vector<uint64_t> masked;  // message_hash() of each message
     uint64_t reply_exact = 0;
   };
   std::vector<const Answered*> ancestors(const std::string& scope, const std::optional<std::string>& id,
-                                         const std::vector<uint64_t>& exact) const;
+                                         const nlohmann::json& messages) const;
   std::vector<Answered> log_;
 };
 

@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include "wire/anthropic_request.h"
+#include "wire/responses_request.h"
+
 namespace kvgate::wire::testing {
 
 std::vector<std::string> all_pointers(const ClientJson& value, const std::string& prefix) {
@@ -286,6 +289,35 @@ std::map<std::string, nlohmann::json> recorded_fixtures() {
   }
   EXPECT_FALSE(out.empty()) << "no fixtures in " << dir;
   return out;
+}
+
+nlohmann::json agent_request_messages(const std::string& cli, const std::string& name) {
+  nlohmann::json chat = agent_request_chat(cli, name);
+  return chat.contains("messages") ? chat["messages"] : nlohmann::json::array();
+}
+
+nlohmann::json agent_request_chat(const std::string& cli, const std::string& name) {
+  const std::filesystem::path path =
+      std::filesystem::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "agents" / cli / (name + ".json");
+  std::ifstream in(path);
+  const ClientJson record = ClientJson::parse(in, nullptr, false);
+  if (record.is_discarded() || !record.contains("request")) {
+    ADD_FAILURE() << "no request in " << path;
+    return nlohmann::json::array();
+  }
+  const ClientJson& body = record["request"]["body"];
+  if (cli == "claude") {
+    auto chat = messages_to_chat(body);
+    if (chat.ok()) return chat->chat;
+    ADD_FAILURE() << path << ": " << chat.error().message;
+  } else if (cli == "codex") {
+    auto chat = responses_to_chat(body, nlohmann::json::array());
+    if (chat.ok()) return chat->chat;
+    ADD_FAILURE() << path << ": " << chat.error().message;
+  } else {
+    return nlohmann::json::parse(body.dump());
+  }
+  return nlohmann::json::object();
 }
 
 namespace {

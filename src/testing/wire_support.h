@@ -76,6 +76,15 @@ ClientJson calls_in_id_order(ClientJson blocks);
 // by scenario name.
 std::map<std::string, nlohmann::json> recorded_fixtures();
 
+// A request the agent CLIs sent (tests/fixtures/agents/CLI/NAME.json, README there): its body
+// as the chat-completions messages kvgate's chat pipeline runs — Claude Code's
+// /v1/messages and Codex's /v1/responses bodies converted as the gateway converts them,
+// Qwen Code's /v1/chat/completions messages as sent. CLI: claude, codex or qwen. Failures
+// (a missing file, a conversion error) are gtest failures and give an empty array.
+nlohmann::json agent_request_messages(const std::string& cli, const std::string& name);
+// The whole chat-completions body of such a request (an empty object on failure).
+nlohmann::json agent_request_chat(const std::string& cli, const std::string& name);
+
 // A reply to stream in random pieces: what the generated chunks carry.
 struct ReplySpec {
   std::string id = "chatcmpl-spec";

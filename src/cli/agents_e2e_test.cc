@@ -1,0 +1,257 @@
+// The real agent CLIs (tests/agents: Claude Code, Codex, Qwen Code, pinned) run headless
+// through the real `kvgate up` on a synthesized qwen3 with a 32K context and one slot, three
+// times in one folder with one HOME as one user would; and the same CLI straight to the
+// engine for comparison. Each run must exit 0 without an API error, and the first request of
+// runs 2 and 3 must be served ≥ 90 % from the engine's cache (the engine's own figures: from
+// kvgate's request log, and for the direct runs from the answers a recording proxy keeps).
+//
+// The engine's sampling is biased to common words and <|im_end|> (--logit-bias, as
+// tests/agents/capture.sh does; through kvgate by a --server wrapper that adds the flags), so
+// random-weight answers end after a few tokens. Skipped with a message when
+// tests/agents/node_modules is absent (npm install --prefix tests/agents, scripts/setup.sh
+// --test) or when kvgate has no route for the CLI's API yet.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "testing/engine_e2e.h"
+#include "testing/gateway_e2e.h"
+#include "testing/up_test_support.h"
+#include "util/net.h"
+#include "util/subprocess.h"
+
+namespace kvgate::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const fs::path kAgents = fs::path(KVGATE_SOURCE_DIR) / "tests" / "agents";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct AgentRun {
+  int exit_code = -1;
+  double seconds = 0;
+  std::string stdout_text;
+};
+
+// One run of `cli` through run_agent.sh against `base_url`, in `workdir` with `home`: one model
+// turn, answers capped at 64 tokens where the CLI has a setting for it (Qwen Code's memory
+// extraction request otherwise decodes hundreds of words on a random model).
+AgentRun run_agent(const std::string& cli, const std::string& base_url, const fs::path& workdir, const fs::path& home,
+              const fs::path& out, const std::string& key) {
+  const std::string cmd = fmt::format(
+      "AGENT_HOME='{}' AGENT_API_KEY='{}' AGENT_MAX_TURNS=1 AGENT_MAX_OUTPUT_TOKENS=64 AGENT_TIMEOUT=300 '{}' {} '{}' '{}' "
+      "'{}' >'{}/runner.log' 2>&1",
+      home.string(), key, (kAgents / "run_agent.sh").string(), cli, base_url, workdir.string(), out.string(),
+      out.string());
+  fs::create_directories(out);
+  AgentRun r;
+  if (std::system(cmd.c_str()) != 0) return r;
+  r.exit_code = std::atoi(read_file(out / "exit_code").c_str());
+  r.seconds = std::atof(read_file(out / "elapsed_s").c_str());
+  r.stdout_text = read_file(out / "stdout.txt");
+  return r;
+}
+
+// What the CLI printed says the run failed (an API error reported as the answer).
+bool reports_error(const std::string& cli, const std::string& out) {
+  if (cli == "claude") return out.find("\"is_error\":false") == std::string::npos;
+  if (cli == "qwen") return out.find("\"subtype\":\"success\"") == std::string::npos;
+  return out.find("ERROR") != std::string::npos;
+}
+
+// A recording proxy (tests/agents/record_proxy.mjs) in front of the engine: the engine's own
+// cache figures of each answer, for the runs without kvgate.
+class Proxy {
+ public:
+  Proxy(const std::string& upstream, const fs::path& dir) : dir_(dir) {
+    util::SpawnOptions o;
+    o.argv = {"/usr/bin/env", "node", (kAgents / "record_proxy.mjs").string(), "--upstream", upstream,
+              "--out", dir.string(), "--port-file", (dir.parent_path() / "proxy.port").string()};
+    fs::create_directories(dir);
+    auto p = util::Subprocess::spawn(std::move(o));
+    if (p.ok()) process_ = std::move(*p);
+    for (int i = 0; i < 100 && port_.empty(); ++i) {
+      port_ = read_file(dir.parent_path() / "proxy.port");
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ~Proxy() {
+    if (process_) process_->stop(2s);
+  }
+  std::string url() const { return port_.empty() ? "" : "http://127.0.0.1:" + port_; }
+  size_t count() const {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().extension() == ".json" ? 1U : 0U;
+    return n;
+  }
+  // Cached share of exchange `seq` (1-based): the last timings of the answer
+  // (chat completions, responses) or the message_start usage (messages).
+  double cached_share(size_t seq) const {
+    const std::string body = read_file(dir_ / fmt::format("{:03d}.json", seq));
+    auto last = [&body](const std::string& key) -> double {
+      std::regex re("\\\\?\"" + key + "\\\\?\":(\\d+)");
+      double v = -1;
+      for (auto it = std::sregex_iterator(body.begin(), body.end(), re); it != std::sregex_iterator(); ++it) {
+        v = std::stod((*it)[1].str());
+      }
+      return v;
+    };
+    const double cache_n = last("cache_n"), prompt_n = last("prompt_n");
+    if (cache_n >= 0 && prompt_n >= 0) return cache_n / (cache_n + prompt_n);
+    const double read = last("cache_read_input_tokens"), input = last("input_tokens");
+    return read >= 0 && input >= 0 ? read / (read + input) : 0;
+  }
+
+ private:
+  fs::path dir_;
+  std::string port_;
+  std::unique_ptr<util::Subprocess> process_;
+};
+
+struct Cli {
+  const char* name;
+  const char* route;  // the API it speaks
+};
+
+class AgentCliTest : public ::testing::TestWithParam<Cli> {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kAgents / "node_modules")) {
+      GTEST_SKIP() << "tests/agents/node_modules is absent: npm install --prefix tests/agents (scripts/setup.sh --test)";
+    }
+    dir_ = fs::temp_directory_path() / fmt::format("kvgate_agents_{}_{}", ::getpid(), GetParam().name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+
+  // The engine flags that bias sampling to common words and <|im_end|>, read from an engine
+  // (token ids of the release's tokenizer).
+  std::vector<std::string> bias_flags() {
+    auto probe = testing::Engine::start({.context = 2048});
+    if (!probe) return {};
+    std::vector<std::string> flags;
+    for (const auto& b : probe->word_bias()) flags.insert(flags.end(), {"--logit-bias", fmt::format("{}+100", b[0].get<int>())});
+    httplib::Client c("127.0.0.1", probe->endpoint().port);
+    c.set_bearer_token_auth(probe->api_key());
+    auto eos = testing::post_json(c, "/tokenize", {{"content", "<|im_end|>"}});
+    EXPECT_EQ(eos.body["tokens"].size(), 1U) << eos.raw;
+    if (eos.body["tokens"].size() == 1) flags.insert(flags.end(), {"--logit-bias", fmt::format("{}+100", eos.body["tokens"][0].get<int>())});
+    return flags;
+  }
+
+  // A fresh copy of the CLIs' working folder.
+  fs::path workdir(const std::string& label) {
+    const fs::path w = dir_ / label / "work";
+    fs::create_directories(w);
+    fs::copy(kAgents / "workdir", w, fs::copy_options::recursive);
+    return w;
+  }
+
+  fs::path dir_;
+};
+
+TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEngine) {
+  const Cli cli = GetParam();
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<std::string> bias = bias_flags();
+  ASSERT_FALSE(bias.empty());
+
+  // kvgate up, the engine started through a wrapper that adds the bias.
+  const fs::path wrapper = dir_ / "llama-server-biased";
+  {
+    auto server = testing::engine_binary({});
+    ASSERT_TRUE(server.ok());
+    std::string flags;
+    for (const auto& f : bias) flags += " '" + f + "'";
+    std::ofstream w(wrapper);
+    w << "#!/bin/sh\ncase \" $* \" in *\" --help \"*|*\" --version \"*|*\" -h \"*) exec '" << server->string()
+      << "' \"$@\";; esac\nexec '" << server->string() << "' \"$@\"" << flags << "\n";
+  }
+  fs::permissions(wrapper, fs::perms::owner_all);
+  auto model = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "agents");
+  ASSERT_TRUE(model.ok());
+  auto port = util::pick_free_port();
+  ASSERT_TRUE(port.ok());
+  auto up = std::make_unique<testing::UpProcess>(std::vector<std::string>{
+      model->path().string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx", "32768", "--threads", "2",
+      "--server", wrapper.string(), "--log-dir", (dir_ / "logs").string(), "--state-dir", (dir_ / "state").string()});
+  ASSERT_TRUE(up->wait_ready()) << up->output();
+  {
+    httplib::Client c("127.0.0.1", *port);
+    auto probe = c.Post(cli.route, "{}", "application/json");
+    if (probe && probe->status == 404) {
+      GTEST_SKIP() << "kvgate has no " << cli.route << " yet: " << cli.name << " cannot talk to it";
+    }
+  }
+  const std::string base = fmt::format("http://127.0.0.1:{}", *port);
+  const fs::path work = workdir("kvgate");
+  std::vector<double> through;
+  for (int n = 1; n <= 3; ++n) {
+    const size_t before = up->events("request").size();
+    const AgentRun r = run_agent(cli.name, base, work, dir_ / "kvgate" / "home", dir_ / "kvgate" / fmt::format("run{}", n),
+                            "kvgate-test-key");
+    EXPECT_EQ(r.exit_code, 0) << r.stdout_text.substr(0, 500);
+    EXPECT_FALSE(reports_error(cli.name, r.stdout_text)) << r.stdout_text.substr(0, 500);
+    const auto events = up->events("request");
+    ASSERT_GT(events.size(), before) << "run " << n << " sent no request through kvgate";
+    const json& first = events[before];
+    const double prompt = first.value("prompt_tokens", 0.0), cached = first.value("cached_tokens", 0.0);
+    through.push_back(prompt > 0 ? cached / prompt : 0);
+    std::printf("[ %s via kvgate ] run %d: %.0f s, %zu requests, first request %.0f / %.0f cached (%.1f %%), "
+                "kv_restored_tokens %d, recognised_by %s\n",
+                cli.name, n, r.seconds, events.size() - before, cached, prompt, 100 * through.back(),
+                first.value("kv_restored_tokens", 0), first.value("recognised_by", "").c_str());
+  }
+  std::printf("[ %s via kvgate ] kv saves %zu, restores %zu\n", cli.name, up->events("kv_save").size(),
+              up->events("kv_restore").size());
+  up.reset();
+
+  // The same CLI straight to the engine (one slot, its default host-RAM prompt cache).
+  auto engine = testing::Engine::start({.context = 32768, .slots = 1, .args = bias});
+  ASSERT_TRUE(engine);
+  const fs::path direct_work = workdir("direct");
+  std::vector<double> direct;
+  for (int n = 1; n <= 3; ++n) {
+    Proxy proxy(fmt::format("http://127.0.0.1:{}", engine->endpoint().port), dir_ / "direct" / fmt::format("run{}", n) / "requests");
+    ASSERT_FALSE(proxy.url().empty());
+    const AgentRun r = run_agent(cli.name, proxy.url(), direct_work, dir_ / "direct" / "home",
+                            dir_ / "direct" / fmt::format("run{}", n), engine->api_key());
+    EXPECT_EQ(r.exit_code, 0) << r.stdout_text.substr(0, 500);
+    EXPECT_FALSE(reports_error(cli.name, r.stdout_text)) << r.stdout_text.substr(0, 500);
+    ASSERT_GT(proxy.count(), 0U);
+    direct.push_back(proxy.cached_share(1));
+    std::printf("[ %s direct ] run %d: %.0f s, %zu requests, first request %.1f %% cached\n", cli.name, n, r.seconds,
+                proxy.count(), 100 * direct.back());
+  }
+  for (int n = 2; n <= 3; ++n) {
+    EXPECT_GE(through[static_cast<size_t>(n - 1)], 0.9) << "run " << n << " through kvgate";
+    EXPECT_GE(direct[static_cast<size_t>(n - 1)], 0.9) << "run " << n << " straight to the engine";
+  }
+  std::printf("[ %s ] total %.0f s\n", cli.name,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+INSTANTIATE_TEST_SUITE_P(Pinned, AgentCliTest,
+                         ::testing::Values(Cli{"qwen", "/v1/chat/completions"}, Cli{"claude", "/v1/messages"},
+                                           Cli{"codex", "/v1/responses"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace kvgate::cli
