@@ -68,8 +68,8 @@ TEST_F(RecordedTest, StreamedMessagesAccumulateToTheNonStreamedOnes) {
       // reply has input {} (its arguments are not an object).
       EXPECT_EQ(whole["content"][1]["input"], ClientJson::object());
       EXPECT_TRUE(streamed["content"][1]["input"].is_string());
-      EXPECT_EQ(streamed["content"][1]["input"],
-                f["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]);
+      EXPECT_EQ(streamed["content"][1]["input"].get<std::string>(),
+                f["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
     } else {
       EXPECT_EQ(without_call_ids(streamed["content"]), without_call_ids(whole["content"]));
     }
@@ -98,8 +98,8 @@ TEST_F(RecordedTest, WhatEachScenarioBecomesInAnthropicsFormat) {
   EXPECT_EQ(stopped["stop_sequence"], " with");
   const ClientJson reasoning = message("reasoning_then_text");
   EXPECT_EQ(types(reasoning), "thinking text ");
-  EXPECT_EQ(reasoning["content"][0]["thinking"],
-            fixture("reasoning_then_text")["response"]["choices"][0]["message"]["reasoning_content"]);
+  EXPECT_EQ(reasoning["content"][0]["thinking"].get<std::string>(),
+            fixture("reasoning_then_text")["response"]["choices"][0]["message"]["reasoning_content"].get<std::string>());
   const ClientJson calls = message("tool_calls");
   EXPECT_EQ(types(calls), "text tool_use tool_use ");
   EXPECT_EQ(calls["stop_reason"], "tool_use");
