@@ -64,5 +64,8 @@ ApiStatus validate_completion_body(const nlohmann::json& body);
 //     param the field).
 // Every body kvgate parses from a client goes through here.
 ApiResult<nlohmann::json> parse_json_body(std::string_view text, size_t max_depth = kMaxJsonDepth);
+// The same, keeping the keys in the order the client wrote them (the Anthropic and Responses
+// requests: a tool call's input goes back to the engine as the model wrote it).
+ApiResult<nlohmann::ordered_json> parse_client_json_body(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
 }  // namespace kvgate::gateway

@@ -9,6 +9,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
 #include "gateway/engine_errors.h"
+#include "gateway/messages_api.h"
 #include "gateway/reply.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
@@ -17,6 +18,7 @@
 #include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "wire/anthropic_reply.h"
 
 namespace kvgate::gateway {
 
@@ -100,7 +102,13 @@ struct Gateway::RouteTable {
       {"POST", "/v1/chat/completions", false, true, &Gateway::chat},
       {"POST", "/chat/completions", false, true, &Gateway::chat},
       {"POST", "/v1/completions", false, true, &Gateway::completions},
-      {"GET", "/v1/models", false, true, &Gateway::passthrough},
+      {"POST", "/v1/messages", false, true, &Gateway::messages},
+      {"POST", "/v1/messages/count_tokens", false, true, &Gateway::count_message_tokens},
+      {"POST", "/v1/responses", false, true, &Gateway::responses},
+      {"POST", "/v1/responses/input_tokens", false, true, &Gateway::response_input_tokens},
+      {"GET", "/v1/responses/", true, true, &Gateway::get_response},
+      {"GET", "/v1/models", false, true, &Gateway::models},
+      {"GET", "/v1/models/", true, true, &Gateway::models},
       {"GET", "/health", false, false, &Gateway::health},
       {"GET", "/v1/health", false, false, &Gateway::health},
       {"GET", "/metrics", false, true, &Gateway::prometheus},
@@ -114,6 +122,7 @@ struct Gateway::RouteTable {
       {"GET", "/slots", false, true, &Gateway::passthrough},
       // The status page and its assets hold no data (the page asks for it with the key).
       {"GET", "/", false, false, &Gateway::status_page},
+      {"HEAD", "/", false, false, &Gateway::head_ok},
       {"GET", "/kvgate", false, false, &Gateway::status_page},
       {"GET", "/kvgate/", false, false, &Gateway::status_page},
       {"GET", "/kvgate/assets/", true, false, &Gateway::status_asset},
@@ -149,13 +158,25 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
   return not_found(fmt::format("no route for {} {}", shown(request.method, 32), shown(request.path, 256)));
 }
 
+namespace {
+
+// Anthropic's clients read errors in Anthropic's shape.
+bool anthropic_path(std::string_view path) { return path.starts_with("/v1/messages"); }
+
+std::string error_body(std::string_view path, const ApiError& error) {
+  if (!anthropic_path(path)) return error.body();
+  return util::json_text(wire::anthropic_error_body(anthropic_error_of(error)));
+}
+
+}  // namespace
+
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {
   HeadVerdict v{.authenticated = authorised(head)};
   auto route = route_for(head);
   if (!route.ok()) {
-    v.status = route.error().status;
+    v.status = anthropic_path(head.path) ? anthropic_error_of(route.error()).status : route.error().status;
     v.headers = kJson;
-    v.body = route.error().body();
+    v.body = error_body(head.path, route.error());
   }
   return v;
 }
@@ -163,11 +184,18 @@ HeadVerdict Gateway::check_head(const HttpRequest& head) const {
 void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
   try {
     auto route = route_for(request);
-    if (!route.ok()) return send_error(writer, route.error());
+    if (!route.ok()) {
+      if (anthropic_path(request.path)) return send_anthropic_error(writer, anthropic_error_of(route.error()));
+      return send_error(writer, route.error());
+    }
     (this->*route->route)(request, writer);
   } catch (const std::exception& e) {
     util::log_event(util::LogLevel::kError, "internal_error", {{"path", shown(request.path, 256)}, {"what", e.what()}});
-    if (!writer.answered()) send_error(writer, internal_error(std::string("internal error: ") + e.what()));
+    if (!writer.answered()) {
+      const ApiError error = internal_error(std::string("internal error: ") + e.what());
+      if (anthropic_path(request.path)) return send_anthropic_error(writer, anthropic_error_of(error));
+      send_error(writer, error);
+    }
   }
 }
 

@@ -3,8 +3,15 @@
 //
 // Routes (one table in gateway.cc):
 //   POST /v1/chat/completions   a chat turn (turn.h) through ChatCompletionsAdapter
+//   POST /v1/messages           Anthropic Messages: a chat turn through MessagesAdapter
+//   POST /v1/messages/count_tokens   the prompt's tokens, exact (engine template + tokenizer)
+//   POST /v1/responses          OpenAI Responses: a chat turn through ResponsesAdapter;
+//                               stored for previous_response_id (response_store.h)
+//   POST /v1/responses/input_tokens  the prompt's tokens;  GET /v1/responses/{id}
 //   POST /v1/completions        relayed (stream or not) with metrics
-//   GET  /v1/models             relayed
+//   GET  /v1/models[/{id}]      the served model under its readable name (alias, or the file's
+//                               stem), as OpenAI's and Anthropic's clients read it
+//   HEAD /                      200 (clients probe the base URL)
 //   GET  /health                gateway + engine state (public: no key needed)
 //   GET  /metrics               Prometheus text
 //   GET  /kvgate/v1/status      JSON: engine, sessions, slots, token accounting, counters
@@ -14,7 +21,7 @@
 // Everything but /health needs an API key when keys are configured (Authorization: Bearer
 // or x-api-key; compared in constant time). Each key is a scope: sessions, their listing and
 // the slot owners in /kvgate/v1/status are those of the caller's key only. Errors are OpenAI-format JSON with proper
-// statuses; nothing a client sends reaches an exception outside handle()'s own catch.
+// statuses (Anthropic's format on /v1/messages routes); nothing a client sends reaches an exception outside handle()'s own catch.
 //
 // Capacity: chat turns, raw completions and manual compactions go through Admission
 // (admission.h): at most `admission.max_active` work with the engine at once, one per session,
@@ -46,6 +53,7 @@
 #include "gateway/metrics.h"
 #include "gateway/reply.h"
 #include "gateway/request_limits.h"
+#include "gateway/response_store.h"
 #include "gateway/stream_relay.h"
 #include "gateway/tokens.h"
 #include "gateway/turn.h"
@@ -57,6 +65,7 @@
 #include "session/session_store.h"
 #include "session/stabiliser.h"
 #include "session/thinking.h"
+#include "wire/responses_request.h"
 
 namespace kvgate::gateway {
 
@@ -172,6 +181,21 @@ class Gateway {
   // The route serving `request`, or the refusal it gets from its head (401, 404, 405).
   Result<Routed, ApiError> route_for(const HttpRequest& request) const;
   void chat(const HttpRequest& request, ResponseWriter& writer);
+  // wire_routes.cc: Anthropic Messages, OpenAI Responses, their token counts, the models.
+  void messages(const HttpRequest& request, ResponseWriter& writer);
+  void count_message_tokens(const HttpRequest& request, ResponseWriter& writer);
+  void responses(const HttpRequest& request, ResponseWriter& writer);
+  void response_input_tokens(const HttpRequest& request, ResponseWriter& writer);
+  void get_response(const HttpRequest& request, ResponseWriter& writer);
+  void models(const HttpRequest& request, ResponseWriter& writer);
+  void head_ok(const HttpRequest& request, ResponseWriter& writer);
+  // A Responses request converted, with the stored conversation of its previous_response_id.
+  ApiResult<wire::ResponsesConversion> responses_request(const HttpRequest& request, const std::string& scope);
+  ApiResult<nlohmann::json> previous_messages(const wire::ClientJson& body, const std::string& scope);
+  // The prompt tokens of a chat body as a turn would send it uncompacted (prepared and
+  // stabilised), counted with the engine's template and tokenizer.
+  ApiResult<uint64_t> count_prompt(nlohmann::json body, ResponseWriter& writer);
+  RelayOptions relay_options() const;
   // A turn refused before it began (its body is not JSON): the record and the error.
   void refuse_turn(const std::string& api, const ApiError& error, TurnOutput& output);
   void completions(const HttpRequest& request, ResponseWriter& writer);
@@ -251,6 +275,7 @@ class Gateway {
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
   std::unique_ptr<SessionStore> store_;
+  ResponseStore responses_;  // for previous_response_id; written through to store_ once open
   std::unique_ptr<KvKeeper> kv_;
   std::atomic<bool> store_failing_{false};  // the last save failed
   std::mutex unsaved_mu_;

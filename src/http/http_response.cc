@@ -91,7 +91,7 @@ bool ResponseWriter::send(int status, const HeaderList& headers, std::string_vie
   status_ = status;
   std::string out = head_text(status, headers, keep_alive_);
   out += fmt::format("Content-Length: {}\r\n\r\n", body.size());
-  out.append(body);
+  if (!head_only_) out.append(body);
   return write_all(out);
 }
 

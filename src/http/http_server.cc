@@ -321,6 +321,7 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
   if (verdict.status != 0) {
     // The body is not read: the connection stays open only when there is none.
     ResponseWriter w(c.fd, may_stay && !has_body, http10);
+    w.set_head_only(h.request.method == "HEAD");
     w.send(verdict.status, verdict.headers, verdict.body);
     return w.keep_alive() ? Step::kNext : Step::kClose;
   }
@@ -330,6 +331,7 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
   }
 
   ResponseWriter writer(c.fd, may_stay, http10);
+  writer.set_head_only(h.request.method == "HEAD");
   c.hold.emplace(budget_);
   if (read_body(c, h) == Step::kClose) {
     c.hold.reset();

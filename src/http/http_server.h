@@ -54,6 +54,8 @@ class ResponseWriter {
   ResponseWriter(int fd, bool keep_alive, bool http10 = false)
       : fd_(fd), keep_alive_(keep_alive && !http10), http10_(http10) {}
 
+  // An answer to HEAD: send() writes the head (with the body's Content-Length) without the body.
+  void set_head_only(bool head_only) { head_only_ = head_only; }
   // A complete answer with Content-Length. Returns false if the client is gone.
   bool send(int status, const HeaderList& headers, std::string_view body);
   // Starts a chunked answer; then write() pieces and end(). Each returns false once the
@@ -76,6 +78,7 @@ class ResponseWriter {
   int fd_;
   bool keep_alive_;
   bool http10_;  // no chunked coding: a stream is sent raw and ends with the connection
+  bool head_only_ = false;
   bool broken_ = false;
   State state_ = State::kIdle;
   int status_ = 0;

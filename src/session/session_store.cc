@@ -118,7 +118,9 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
       "CREATE INDEX IF NOT EXISTS chain_keys_session ON chain_keys(session_id);"
       "CREATE TABLE IF NOT EXISTS compactions(session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
       "  ts INTEGER NOT NULL, event TEXT NOT NULL);"
-      "CREATE INDEX IF NOT EXISTS compactions_session ON compactions(session_id, ts);";
+      "CREATE INDEX IF NOT EXISTS compactions_session ON compactions(session_id, ts);"
+      "CREATE TABLE IF NOT EXISTS responses(id TEXT PRIMARY KEY, scope TEXT NOT NULL, created INTEGER NOT NULL,"
+      "  response TEXT NOT NULL, messages TEXT NOT NULL);";
   if (auto st = store->exec(schema); !st) {
     store->db_ = nullptr;
     sqlite3_close_v2(db);
@@ -263,6 +265,35 @@ Status SessionStore::remove(const std::string& id) {
   q.bind(1, id);
   if (q.step() != SQLITE_DONE) return Error(fmt::format("removing session {}: {}", id, sqlite3_errmsg(db_)));
   return {};
+}
+
+Status SessionStore::save_response(const std::string& id, const StoredResponse& r, int64_t keep) {
+  std::lock_guard lock(mu_);
+  busy_wait(kWriteBusyMs);
+  Statement q(db_, "INSERT OR REPLACE INTO responses(id, scope, created, response, messages) VALUES(?1, ?2, ?3, ?4, ?5)");
+  q.bind(1, id);
+  q.bind(2, r.scope);
+  q.bind(3, r.created);
+  q.bind(4, r.response);
+  q.bind(5, r.messages);
+  if (q.step() != SQLITE_DONE) return Error(fmt::format("saving response {}: {}", id, sqlite3_errmsg(db_)));
+  // The oldest beyond `keep` go (rowids grow with each insert).
+  Statement prune(db_, "DELETE FROM responses WHERE rowid <= (SELECT MAX(rowid) FROM responses) - ?1");
+  prune.bind(1, keep);
+  if (prune.step() != SQLITE_DONE) return Error(fmt::format("pruning responses: {}", sqlite3_errmsg(db_)));
+  return {};
+}
+
+Result<std::optional<StoredResponse>> SessionStore::load_response(const std::string& id) {
+  std::lock_guard lock(mu_);
+  busy_wait(kReadBusyMs);
+  Statement q(db_, "SELECT scope, created, response, messages FROM responses WHERE id=?1");
+  q.bind(1, id);
+  const int rc = q.step();
+  if (rc == SQLITE_DONE) return std::optional<StoredResponse>();
+  if (rc != SQLITE_ROW) return Error(fmt::format("response lookup: {}", sqlite3_errmsg(db_)));
+  return std::optional<StoredResponse>(StoredResponse{.scope = q.text(0), .created = q.int64(1), .response = q.text(2),
+                                                      .messages = q.text(3)});
 }
 
 Result<uint64_t> SessionStore::count() {

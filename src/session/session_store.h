@@ -40,6 +40,14 @@ struct StoredSession {
   int64_t last_used = 0;
 };
 
+// A Responses API answer kept for previous_response_id (JSON texts).
+struct StoredResponse {
+  std::string scope;     // the key scope that made it: no other may read it
+  int64_t created = 0;   // unix seconds
+  std::string response;  // the response object
+  std::string messages;  // the conversation's chat messages after it, without instructions
+};
+
 class SessionStore {
  public:
   static Result<std::unique_ptr<SessionStore>> open(const std::filesystem::path& path);
@@ -55,6 +63,9 @@ class SessionStore {
   Result<std::vector<nlohmann::json>> compactions(const std::string& id, int limit = 100);
   Status remove(const std::string& id);
   Result<uint64_t> count();
+  // Saves a response under `id`, then drops the oldest beyond the newest `keep`.
+  Status save_response(const std::string& id, const StoredResponse& r, int64_t keep);
+  Result<std::optional<StoredResponse>> load_response(const std::string& id);
   const std::filesystem::path& path() const { return path_; }
 
  private:

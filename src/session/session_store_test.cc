@@ -7,6 +7,8 @@
 
 #include <fstream>
 
+#include <fmt/format.h>
+
 namespace kvgate::session {
 namespace {
 
@@ -48,6 +50,29 @@ TEST(SessionStoreTest, SaveLoadFindAndReplaceKeys) {
   ASSERT_TRUE((*store)->remove("s1").ok());
   EXPECT_EQ(*(*store)->find_by_key(13), std::nullopt);  // keys go with the session
   EXPECT_FALSE((*(*store)->load("s1")).has_value());
+}
+
+TEST(SessionStoreTest, ResponsesAreKeptReopenedAndPrunedOldestFirst) {
+  auto path = temp_db("responses.db");
+  {
+    auto store = SessionStore::open(path);
+    ASSERT_TRUE(store.ok()) << store.error().message();
+    for (int i = 1; i <= 5; ++i) {
+      const StoredResponse r{.scope = "k1", .created = 1000 + i, .response = fmt::format("{{\"n\":{}}}", i),
+                             .messages = "[]"};
+      ASSERT_TRUE((*store)->save_response(fmt::format("resp_{}", i), r, 3).ok());
+    }
+  }
+  auto store = SessionStore::open(path);  // a restart
+  ASSERT_TRUE(store.ok());
+  for (int i = 1; i <= 2; ++i) EXPECT_FALSE(*(*store)->load_response(fmt::format("resp_{}", i))) << i;
+  for (int i = 3; i <= 5; ++i) {
+    auto r = (*store)->load_response(fmt::format("resp_{}", i));
+    ASSERT_TRUE(r.ok() && r->has_value()) << i;
+    EXPECT_EQ((**r).scope, "k1");
+    EXPECT_EQ((**r).created, 1000 + i);
+    EXPECT_EQ(json::parse((**r).response)["n"], i);
+  }
 }
 
 TEST(SessionStoreTest, SurvivesKillMinus9OfTheWriter) {

@@ -126,4 +126,14 @@ nlohmann::json plain_chat(nlohmann::json messages, int max_tokens) {
   return {{"messages", std::move(messages)}, {"max_tokens", max_tokens}, {"logit_bias", default_bias()}};
 }
 
+std::vector<std::string> word_bias_flags(const nlohmann::json& bias) {
+  std::vector<std::string> flags;
+  for (const auto& pair : bias) {
+    const bool negative = pair[1].get<double>() < 0;
+    flags.push_back("--logit-bias");
+    flags.push_back(std::to_string(pair[0].get<int>()) + (negative ? "" : "+") + pair[1].dump());
+  }
+  return flags;
+}
+
 }  // namespace kvgate::testing

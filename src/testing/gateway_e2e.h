@@ -122,4 +122,10 @@ nlohmann::json plain_chat(nlohmann::json messages, int max_tokens = 8);
 // The bias plain_chat uses (set by the most recently started Engine).
 void set_default_word_bias(nlohmann::json bias);
 
+// A bias (Engine::word_bias: [token id, bias] pairs) as llama-server flags, for requests whose
+// wire format has no logit_bias field (Anthropic Messages, OpenAI Responses): "--logit-bias",
+// "ID+BIAS" (or "ID-BIAS") per pair, for EngineOptions::args. Token ids are the tokenizer's,
+// which every synthesized model of the same spec shares.
+std::vector<std::string> word_bias_flags(const nlohmann::json& bias);
+
 }  // namespace kvgate::testing

@@ -1,0 +1,57 @@
+#include "gateway/event_output.h"
+
+namespace kvgate::gateway {
+
+using nlohmann::json;
+
+EventOutput::~EventOutput() = default;
+
+void EventOutput::open_stream(CancelScope& cancel) {
+  relay_ = std::make_unique<StreamRelay>(writer_, cancel, relay_options_);
+}
+
+bool EventOutput::write(const std::vector<std::string>& events) {
+  if (!started_) {
+    started_ = true;
+    if (!write(start_events())) return false;
+  }
+  for (const std::string& e : events) {
+    if (!relay_->write(e)) return false;
+  }
+  return true;
+}
+
+bool EventOutput::begin_stream() { return relay_->begin() && write({}); }
+
+bool EventOutput::engine_chunk(const json& chunk, const std::string&) { return write(chunk_events(chunk)); }
+
+bool EventOutput::engine_error(const ApiError& error, const std::string&) {
+  if (!engine_error_) engine_error_ = error;
+  return !relay_->client_gone();
+}
+
+bool EventOutput::kvgate_chunk(const json& chunk) { return write(chunk_events(chunk)); }
+
+void EventOutput::progress(std::string text) { relay_->set_progress(std::move(text)); }
+
+void EventOutput::end_stream(bool complete) {
+  if (complete) {
+    write(finish_events());
+  } else if (engine_error_ && !failed_) {
+    failed_ = true;
+    write(error_events(*engine_error_));
+  }
+  relay_->finish();
+}
+
+void EventOutput::fail(const ApiError& error) {
+  if (relay_ && relay_->started()) {
+    if (!failed_) write(error_events(error));
+    failed_ = true;
+    return;
+  }
+  if (relay_) relay_->finish();
+  send_error(error);
+}
+
+}  // namespace kvgate::gateway
