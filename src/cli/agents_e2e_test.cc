@@ -2,8 +2,9 @@
 // through the real `kvgate up` on a synthesized qwen3 with a 32K context and one slot, three
 // times in one folder with one HOME as one user would; and the same CLI straight to the
 // engine for comparison. Each run must exit 0 without an API error, and the first request of
-// runs 2 and 3 must be served ≥ 90 % from the engine's cache (the engine's own figures: from
-// kvgate's request log, and for the direct runs from the answers a recording proxy keeps).
+// runs 2 and 3 through kvgate must be served ≥ 90 % from the engine's cache (the engine's own
+// figures: from kvgate's request log, and for the direct runs, printed for comparison, from the
+// answers a recording proxy keeps).
 //
 // The engine's sampling is biased to common words and <|im_end|> (--logit-bias, as
 // tests/agents/capture.sh does; through kvgate by a --server wrapper that adds the flags), so
@@ -11,6 +12,8 @@
 // tests/agents/node_modules is absent (npm install --prefix tests/agents, scripts/setup.sh
 // --test) or when kvgate has no route for the CLI's API yet.
 #include <gtest/gtest.h>
+
+#include <cctype>
 #include <unistd.h>
 
 #include <chrono>
@@ -48,14 +51,17 @@ struct AgentRun {
 };
 
 // One run of `cli` through run_agent.sh against `base_url`, in `workdir` with `home`: one model
-// turn, answers capped at 64 tokens where the CLI has a setting for it (Qwen Code's memory
-// extraction request otherwise decodes hundreds of words on a random model).
+// turn, answers capped where the CLI has a setting for it — Qwen Code at 64 tokens (its memory
+// extraction request otherwise decodes hundreds of words on a random model), Claude Code at
+// 512 (it reports a reply that reaches its cap as an API error, and the biased random model's
+// replies end after ~30 tokens on average: at 64, about one run in eight failed that way,
+// straight to the engine as through kvgate).
 AgentRun run_agent(const std::string& cli, const std::string& base_url, const fs::path& workdir, const fs::path& home,
               const fs::path& out, const std::string& key) {
   const std::string cmd = fmt::format(
-      "AGENT_HOME='{}' AGENT_API_KEY='{}' AGENT_MAX_TURNS=1 AGENT_MAX_OUTPUT_TOKENS=64 AGENT_TIMEOUT=300 '{}' {} '{}' '{}' "
-      "'{}' >'{}/runner.log' 2>&1",
-      home.string(), key, (kAgents / "run_agent.sh").string(), cli, base_url, workdir.string(), out.string(),
+      "AGENT_HOME='{}' AGENT_API_KEY='{}' AGENT_MAX_TURNS=1 AGENT_MAX_OUTPUT_TOKENS={} AGENT_TIMEOUT=300 '{}' {} '{}' "
+      "'{}' '{}' >'{}/runner.log' 2>&1",
+      home.string(), key, cli == "claude" ? 512 : 64, (kAgents / "run_agent.sh").string(), cli, base_url, workdir.string(), out.string(),
       out.string());
   fs::create_directories(out);
   AgentRun r;
@@ -86,6 +92,7 @@ class Proxy {
     if (p.ok()) process_ = std::move(*p);
     for (int i = 0; i < 100 && port_.empty(); ++i) {
       port_ = read_file(dir.parent_path() / "proxy.port");
+      while (!port_.empty() && std::isspace(static_cast<unsigned char>(port_.back()))) port_.pop_back();
       std::this_thread::sleep_for(50ms);
     }
   }
@@ -240,9 +247,11 @@ TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEn
     std::printf("[ %s direct ] run %d: %.0f s, %zu requests, first request %.1f %% cached\n", cli.name, n, r.seconds,
                 proxy.count(), 100 * direct.back());
   }
+  // kvgate's promise; the direct runs are the comparison (the engine alone is not always
+  // above it: Claude Code's side requests take its one slot, and what its host-RAM cache
+  // brings back varies — seen 81.7 % on a third run).
   for (int n = 2; n <= 3; ++n) {
     EXPECT_GE(through[static_cast<size_t>(n - 1)], 0.9) << "run " << n << " through kvgate";
-    EXPECT_GE(direct[static_cast<size_t>(n - 1)], 0.9) << "run " << n << " straight to the engine";
   }
   std::printf("[ %s ] total %.0f s\n", cli.name,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -49,6 +49,7 @@ TurnInput ResponsesAdapter::input(const HttpRequest& request, std::string scope)
 
 void ResponsesAdapter::answer(const json& response, std::string_view) {
   final_ = wire::chat_to_response(response, conversion_, id_, created_at_);
+  if (keep_) keep_(*final_);
   writer_.send(200, {{"Content-Type", "application/json"}}, util::json_text(*final_));
 }
 
@@ -62,6 +63,7 @@ std::vector<std::string> ResponsesAdapter::chunk_events(const json& chunk) { ret
 std::vector<std::string> ResponsesAdapter::finish_events() {
   auto events = stream_->finish();
   final_ = stream_->response();
+  if (keep_) keep_(*final_);
   return events;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -32,11 +33,13 @@ class ResponsesAdapter final : public EventOutput {
 
   void answer(const nlohmann::json& response, std::string_view engine_text) override;
 
+  // Called with the response before its client can read it (so a client that continues from
+  // it at once finds it stored).
+  void on_final(std::function<void(const wire::ClientJson& response)> keep) { keep_ = std::move(keep); }
+
   const std::string& id() const { return id_; }
   int64_t created_at() const { return created_at_; }
   const wire::ResponsesConversion& conversion() const { return conversion_; }
-  // The response as the client received it, once the turn answered (completed or incomplete).
-  const std::optional<wire::ClientJson>& final_response() const { return final_; }
 
  private:
   std::vector<std::string> start_events() override;
@@ -50,6 +53,7 @@ class ResponsesAdapter final : public EventOutput {
   int64_t created_at_ = 0;
   std::optional<wire::ResponsesStream> stream_;
   std::optional<wire::ClientJson> final_;
+  std::function<void(const wire::ClientJson&)> keep_;
 };
 
 }  // namespace kvgate::gateway

@@ -133,15 +133,17 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
     return refuse_turn("responses", conv.error(), plain);
   }
   ResponsesAdapter adapter(writer, relay_options(), std::move(*conv));
+  if (adapter.conversion().store) {
+    adapter.on_final([&](const wire::ClientJson& response) {
+      json messages = adapter.conversion().history;
+      for (auto& m : wire::output_to_chat_messages(response)) messages.push_back(std::move(m));
+      responses_.put(adapter.id(), {.scope = scope,
+                                    .created = adapter.created_at(),
+                                    .response = util::json_text(response),
+                                    .messages = util::json_text(messages)});
+    });
+  }
   run_turn(adapter.input(request, scope), adapter);
-  const auto& response = adapter.final_response();
-  if (!adapter.conversion().store || !response) return;
-  json messages = adapter.conversion().history;
-  for (auto& m : wire::output_to_chat_messages(*response)) messages.push_back(std::move(m));
-  responses_.put(adapter.id(), {.scope = scope,
-                                .created = adapter.created_at(),
-                                .response = util::json_text(*response),
-                                .messages = util::json_text(messages)});
 }
 
 void Gateway::response_input_tokens(const HttpRequest& request, ResponseWriter& writer) {
