@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "util/strings.h"
+
 namespace kvgate::http {
 namespace {
 
@@ -28,13 +30,6 @@ HeadParse fail(int status, std::string message) {
   p.state = HeadParse::State::kError;
   p.error = {status, std::move(message)};
   return p;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -75,8 +70,8 @@ std::string percent_decode(std::string_view s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
-      const int hi = hex_value(s[i + 1]);
-      const int lo = hex_value(s[i + 2]);
+      const int hi = util::hex_digit_value(s[i + 1]);
+      const int lo = util::hex_digit_value(s[i + 2]);
       if (hi >= 0 && lo >= 0) {
         out += static_cast<char>(hi * 16 + lo);
         i += 2;

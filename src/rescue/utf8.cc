@@ -1,22 +1,14 @@
 #include "rescue/utf8.h"
 
+#include "util/strings.h"
+
 namespace kvgate::rescue {
-namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 long read_hex(std::string_view t, size_t p, size_t n) {
   if (p + n > t.size()) return -1;
   long v = 0;
   for (size_t i = 0; i < n; ++i) {
-    int h = hex_value(t[p + i]);
+    int h = util::hex_digit_value(t[p + i]);
     if (h < 0) return -1;
     v = v * 16 + h;
   }

@@ -20,4 +20,12 @@ inline size_t utf8_ceil(std::string_view s, size_t n) {
   return n < s.size() ? n : s.size();
 }
 
+// The value of one hexadecimal digit, -1 for any other character.
+constexpr int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 }  // namespace kvgate::util
