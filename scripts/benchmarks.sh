@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Regenerates the figures of docs/BENCHMARKS.md with `kvgate bench` on the pinned engine and
 # synthesized models. Opt-in (not part of the test suite): about 35 minutes on a 2-core
-# machine (prefill 12, replays 11 and 7, overhead 3), most of it in full re-prefills.
+# machine (prefill 12, replays 11 and 7, overhead 3), most of it in full re-prefills, and
+# about 25 more for the client family (clients: every behaviour at 16K and 32K, with and
+# without --plain-words).
 #
 #   scripts/benchmarks.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, BUILD_DIR/benchmarks)
 #
 # Every step writes its CSV, JSON and SVG files into its own folder under OUT_DIR and its
 # summary to OUT_DIR/STEP.txt and OUT_DIR/summary.txt; scripts/benchmarks_doc.py then writes
 # the summaries, tables and charts into docs/BENCHMARKS.md. Steps can be chosen with KVGATE_BENCH_STEPS (a list of
-# prefill, replay, overhead; default all). Engine threads: KVGATE_BENCH_THREADS (default
+# prefill, replay, overhead, clients; default all). Client seeds: KVGATE_CLIENT_SEEDS (default 1). Engine threads: KVGATE_BENCH_THREADS (default
 # nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${1:-build}
 OUT=${2:-$BUILD/benchmarks}
-STEPS=${KVGATE_BENCH_STEPS:-prefill replay overhead}
+STEPS=${KVGATE_BENCH_STEPS:-prefill replay overhead clients}
+SEEDS=${KVGATE_CLIENT_SEEDS:-1}
 THREADS=${KVGATE_BENCH_THREADS:-$(nproc)}
 KVGATE="$BUILD/src/cli/kvgate"
 TRACES=../shared/traces
@@ -55,7 +58,16 @@ for step in $STEPS; do
       run overhead bench overhead --model "$OUT/models/tiny-qwen3.gguf" --engine-args "$ENGINE_ARGS" \
         --reps 200 --large-bytes 1MiB --large-reps 30 --stream-tokens 64 --stream-reps 20 --out "$OUT/overhead"
       ;;
-    *) log "unknown step '$step' (prefill, replay, overhead)"; exit 2 ;;
+    clients)
+      for ctx in 16k 32k; do
+        for words in "" --plain-words; do
+          run "clients-$ctx${words:+-plain}" bench clients --model "$OUT/models/tiny-qwen3.gguf" \
+            --engine-args "$ENGINE_ARGS" --ctx "$ctx" --behaviours all --seeds "$SEEDS" --turns 30 $words \
+            --out "$OUT/clients-$ctx${words:+-plain}"
+        done
+      done
+      ;;
+    *) log "unknown step '$step' (prefill, replay, overhead, clients)"; exit 2 ;;
   esac
 done
 python3 scripts/benchmarks_doc.py "$OUT" docs/BENCHMARKS.md

@@ -7,7 +7,9 @@ Between the markers <!-- BEGIN name --> ... <!-- END name --> the text is replac
   prefill, replay-agent-timestamp, replay-agent-zh-reasoning, overhead: the command's summary
       (OUT_DIR/name.txt) as a code block;
   replay-table: both replays side by side (from OUT_DIR/replay-*/replay.json);
-  summaries: every compaction's summary request, the engine's own cache figures.
+  summaries: every compaction's summary request, the engine's own cache figures;
+  clients: the client family at 16K and 32K, with and without plain words (from
+      OUT_DIR/clients-*/clients.json).
 A section whose files are missing keeps its previous content. The SVG charts are copied to
 docs/benchmarks/.
 """
@@ -71,6 +73,32 @@ def summaries_table(reports):
     return "\n".join(rows)
 
 
+CLIENT_RUNS = [("16k", ""), ("16k", "-plain"), ("32k", ""), ("32k", "-plain")]
+
+
+def clients_table(reports):
+    """One row per behaviour and context: failed turns, compactions (bound), computed ÷ sent by
+    the engine's counters and prefilled ÷ prompt from the answers, the ideal gateway's ratio on
+    the same turns and the steady formula, sessions per conversation — without and with
+    plain words."""
+    head = ("| behaviour | context | words | failed | compactions (bound) | engine computed ÷ sent | "
+            "prefilled ÷ prompt (answers) | ideal gateway | 2·H·g/((H−L)(H+L)) | sessions / conversations | "
+            "violations |")
+    rows = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (ctx, plain), report in reports.items():
+        for run in report["runs"]:
+            if run["path"] != "gateway":
+                continue
+            f = run["figures"]
+            failed = sum(f["failures"].values()) if f["failures"] else 0
+            rows.append(f"| {run['behaviour']} (seed {run['seed']}) | {ctx.upper()} | "
+                        f"{'plain' if plain else 'any'} | {failed} / {f['turns']} | "
+                        f"{f['compactions']} ({f['compaction_bound']}) | {f['engine_processed_ratio']:.3f} | "
+                        f"{f['prefilled_ratio']:.3f} | {f['ratio_bound']:.3f} | {f['steady_ratio_bound']:.3f} | "
+                        f"{f['sessions']} / {f['conversations_started']} | {len(run['violations'])} |")
+    return "\n".join(rows)
+
+
 def main():
     out, doc_path = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     doc = doc_path.read_text()
@@ -89,6 +117,10 @@ def main():
     if reports:
         doc = replace(doc, "replay-table", replay_table(reports))
         doc = replace(doc, "summaries", summaries_table(reports))
+    clients = {(ctx, plain): json.loads((out / f"clients-{ctx}{plain}/clients.json").read_text())
+               for ctx, plain in CLIENT_RUNS if (out / f"clients-{ctx}{plain}/clients.json").exists()}
+    if clients:
+        doc = replace(doc, "clients", clients_table(clients))
     doc_path.write_text(doc)
     print(f"{doc_path}: updated from {out}")
 

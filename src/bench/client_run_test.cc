@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace kvgate::bench {
 namespace {
 
@@ -90,6 +92,32 @@ TEST(ClientRunTest, CleanRunHasNoViolations) {
   EXPECT_DOUBLE_EQ(run.figures.growth, 500);
   EXPECT_EQ(run.figures.compaction_bound, 2U * 3);  // ⌈6·500/1800⌉ + 1 per client
   EXPECT_TRUE(check_properties(run).empty()) << violations_text(run);
+}
+
+// The engine's counters decide the ratio when it keeps them: its answers leave out the chunks
+// it reused by shifting (--cache-reuse), so they may say all was prefilled when little was.
+TEST(ClientRunTest, TheRatioIsWhatTheEngineComputedWhenItCountsIt) {
+  ClientRun run = clean_run();
+  for (auto& t : run.turns) {
+    t.prefilled_tokens = t.prompt_tokens;  // the answers: nothing read from the cache
+    t.engine_processed = 500;              // the engine: only each turn's increment computed
+    t.engine_cached = static_cast<double>(t.prompt_tokens) - 500;
+  }
+  run.figures = summarize_run(run);
+  ASSERT_TRUE(run.figures.engine_cached_known);
+  auto count = [](const std::vector<Violation>& vs) {
+    return std::count_if(vs.begin(), vs.end(), [](const Violation& v) { return v.property == "prefilled_ratio"; });
+  };
+  EXPECT_EQ(count(check_properties(run)), 0) << violations_text(run);
+  for (auto& t : run.turns) {  // the engine recomputed every prompt
+    t.engine_processed = static_cast<double>(t.prompt_tokens);
+    t.engine_cached = 0;
+  }
+  run.figures = summarize_run(run);
+  const auto violations = check_properties(run);
+  ASSERT_EQ(count(violations), 1);
+  run.violations = violations;
+  EXPECT_NE(violations_text(run).find("by the engine's counters"), std::string::npos) << violations_text(run);
 }
 
 TEST(ClientRunTest, ViolationsNameTheTurnAndTheFigures) {

@@ -221,8 +221,10 @@ class Gateway {
   struct CompactionCall {
     uint64_t target = 0;
     uint64_t first_new = 0;  // history index of the first message of the current request
-    const char* trigger = "watermark";  // "watermark", "overflow" or "manual"
+    const char* trigger = "watermark";  // "watermark", "overflow", "window" or "manual"
     int slot = 0;
+    bool summaries = true;  // false: drop the oldest turns (CompactionOptions::summaries)
+    uint64_t fit = 0;       // CompactionOptions::fit_tokens
   };
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv, const nlohmann::json& body,
                                                  const CompactionCall& call);

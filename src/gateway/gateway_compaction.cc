@@ -55,7 +55,10 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
       return engine_summary(session, body, call.slot, c, until, max_tokens, summary_stats);
     };
   }
-  auto r = compact(conv, call.target, call.first_new, count_view, count_text, summarize, options_.compaction_options);
+  session::CompactionOptions options = options_.compaction_options;
+  options.summaries = options.summaries && call.summaries;
+  options.fit_tokens = call.fit;
+  auto r = compact(conv, call.target, call.first_new, count_view, count_text, summarize, options);
   if (!r) return context_length_exceeded(r.error().message());
   conv = std::move(r->conversation);
   json ev = compaction_event(*r, call.trigger, util::ms_since(t0), summary_stats);

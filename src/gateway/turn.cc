@@ -128,6 +128,7 @@ void Turn::reconcile() {
   cause_ = intake_.cause;
   cause_detail_ = intake_.cause_detail;
   if (intake_.window_continued) g_.metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
+  if (intake_.window_kept) g_.metrics_.add("stabiliser_hits_total{rule=\"client_window\"}");
   if (!intake_.volatile_now.empty()) g_.metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
   if (intake_.restarted) {
     g_.metrics_.add(fmt::format("conversations_rebuilt_total{{evidence=\"{}\"}}", evidence_name(intake_.evidence)));

@@ -28,7 +28,8 @@ ApiStatus Turn::budget() {
   if (!options_.always_count_tokens && session_->engine_generation == generation_) {
     bound_ = extended_prompt_bound(session_->last_view, session_->last_sent_tokens, view_);
   }
-  if (needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
+  const bool front_moved = intake_.window_front_moved && options_.compaction && marks_.high > 0;
+  if (front_moved || needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
     const auto t0 = Clock::now();
     auto count = g_.tokens_.count(req_.body, view_);
     rec_.accounting_ms = util::ms_since(t0);
@@ -43,6 +44,13 @@ ApiStatus Turn::budget() {
   }
   if (options_.compaction && marks_.high > 0 && counted_ > 0 && counted_ + reserve_ > marks_.high) {
     KV_TRY(compact_to(compaction_target(marks_.low, reserve_), "watermark"));
+  } else if (front_moved && counted_ > 0) {
+    // The client's window dropped messages kvgate still sent: the prompt's start changed, so
+    // this turn recomputes it anyway. Dropping more now (as much as a compaction would, at
+    // most half the view) spares the next turns that cost while the window slides on.
+    const uint64_t drop = std::min(marks_.high - marks_.low, counted_ / 2);
+    const uint64_t target = std::min(counted_ - drop, compaction_target(marks_.low, reserve_));
+    if (target < counted_) KV_TRY(compact_to(target, "window"));
   }
   return {};
 }
@@ -51,7 +59,10 @@ ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
   KV_ASSIGN_OR_RETURN(json event,
                       g_.compact_conversation(*session_, conv_, req_.body,
                                               {.target = target, .first_new = intake_.first_new, .trigger = trigger,
-                                               .slot = slot_}));
+                                               .slot = slot_,
+                                               .summaries = !(conv_.client_windows && !session_->explicit_id),
+                                               // short of the target, a prompt that still fits with the reply's room
+                                               .fit = context_ > reserve_ ? context_ - reserve_ : 0}));
   cause_ = BreakCause::kCompaction;
   cause_detail_ = event.value("level", "");
   compactions_.push_back(std::move(event));

@@ -33,6 +33,9 @@ Rescue raw_rescue(const ReplayText& text) {
   r.finish_reason = "stop";
   r.raw = true;
   r.prompt_tokens = count_of(text.tokens_evaluated());
+  // What the engine read from its cache, as for any rescue (a raw one reported 0: a false
+  // "slot eviction" for a prompt the engine had reused whole).
+  r.cached_tokens = std::min<uint64_t>(r.prompt_tokens, count_of(text.tokens_cached()));
   r.completion_tokens = count_of(text.tokens_predicted());
   return r;
 }

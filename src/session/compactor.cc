@@ -211,8 +211,9 @@ class Compaction {
     for (uint64_t i = cv.first_kept() + 1; i <= last_user_ && i < cv.length; ++i) {
       if (cv.at(i).message.value("role", "") == "user") cuts_.push_back(i);
     }
-    if (!cuts_.empty()) KV_TRY(summarise_oldest());
+    if (!cuts_.empty() && opt_.summaries) KV_TRY(summarise_oldest());
     KV_TRY(drop_more());
+    if (tokens_ > target_ && tokens_ <= opt_.fit_tokens) return finish();
     if (tokens_ > target_) {
       return Error(fmt::format("the conversation cannot be made to fit: the system message and the newest user "
                                "message alone take {} tokens, more than the {} available; shorten that message or "

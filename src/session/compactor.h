@@ -35,6 +35,15 @@ struct CompactionOptions {
   uint64_t l1_keep_tokens = 1024;       // what a truncated message keeps (3/4 head, 1/4 tail)
   uint64_t summary_max_tokens = 512;
   bool summary_after_tail = false;      // layout for engines that shift cached chunks
+  // false: no L2 — the oldest turns are dropped, not summarised (a conversation whose client
+  // keeps a sliding window: a summary would stand for messages its next request no longer
+  // carries, which the isolation invariant forbids sending, so it would be dropped then).
+  bool summaries = true;
+  // When the target cannot be reached (the system message and the newest user message, or a
+  // newest tool result, take more): a view of at most this many tokens is still accepted
+  // (the prompt fits the context with the reply's room, above the low watermark). Zero: the
+  // target or an error.
+  uint64_t fit_tokens = 0;
   // The time one compact() may take (its counting and summary calls included); past it,
   // compact() fails with an error saying so. Zero: no limit.
   std::chrono::milliseconds time_limit{0};

@@ -158,6 +158,35 @@ TEST(CompactorTest, ImpossibleFitIsExplained) {
   EXPECT_NE(r.error().message().find("newest user message"), std::string::npos);
 }
 
+// A newest user message too large for the target but not for the context: the view is sent
+// as small as it can be made, not refused.
+TEST(CompactorTest, ShortOfTheTargetAViewThatStillFitsIsAccepted) {
+  Conversation c = agent(3, 400);
+  c.append({{"role", "user"}, {"content", std::string(2000, 'u')}});  // 500 tokens
+  const auto refused = compact(c, 400, c.length - 1, count_view, count_text, fixed_summary("s"), {});
+  ASSERT_FALSE(refused.ok());
+  auto r = compact(c, 400, c.length - 1, count_view, count_text, fixed_summary("s"), {.fit_tokens = 800});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_GT(r->tokens_after, 400U);
+  EXPECT_LE(r->tokens_after, 800U);
+  EXPECT_EQ(build_view(r->conversation).back()["content"], std::string(2000, 'u'));  // whole
+  EXPECT_FALSE(compact(c, 400, c.length - 1, count_view, count_text, fixed_summary("s"), {.fit_tokens = 500}).ok());
+}
+
+// Without summaries (a client keeping a sliding window), the oldest turns are dropped.
+TEST(CompactorTest, WithoutSummariesTheOldestTurnsAreDropped) {
+  Conversation c = agent(6, 400);
+  c.append({{"role", "user"}, {"content", "final question?"}});
+  int calls = 0;
+  auto r = compact(c, 400, c.length - 1, count_view, count_text, fixed_summary("s", &calls), {.summaries = false});
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(calls, 0);
+  EXPECT_FALSE(r->conversation.summary);
+  EXPECT_EQ(r->level, "L3");
+  EXPECT_GT(r->dropped_messages, 0U);
+  EXPECT_LE(r->tokens_after, 400U);
+}
+
 TEST(CompactorTest, ToolCallAndResultsStayTogether) {
   Conversation c = agent(6, 400);
   const uint64_t before = *count_view(build_view(c));

@@ -81,6 +81,14 @@ void Conversation::truncate(uint64_t i) {
   exact.resize(static_cast<size_t>(i));
 }
 
+void Conversation::drop_front(uint64_t i) {
+  if (i <= first_kept() || i > length) return;
+  kept.erase(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(i - first_kept()));
+  cut = i;
+  summary.reset();
+  notes.erase(notes.begin(), notes.lower_bound(i));
+}
+
 void Conversation::append(const json& message) {
   const uint64_t hash = message_hash(message);
   StoredMessage m{hash, message};
@@ -153,6 +161,7 @@ json Conversation::to_json() const {
               {"replies", replies},
               {"first_assistant", first_assistant},
               {"generation", generation}};
+  if (client_windows) out["client_windows"] = true;
   if (system) out["system"] = {{"h", system->hash}, {"m", system->message}};
   if (summary) {
     out["summary"] = {{"text", summary->text},         {"covers_until", summary->covers_until},
@@ -176,6 +185,7 @@ std::optional<Conversation> Conversation::from_json(const json& j) {
     for (const auto& [h, n] : j.at("notes").items()) c.notes[std::stoull(h)] = n.get<std::string>();
     c.chain = j.at("chain").get<std::vector<uint64_t>>();
     c.generation = j.value("generation", uint64_t{0});
+    c.client_windows = j.value("client_windows", false);
     if (j.contains("exact")) c.exact = j["exact"].get<std::vector<uint64_t>>();
     if (j.contains("replies")) c.replies = j["replies"].get<std::set<uint64_t>>();
     // Not known for a state saved before it was kept: as if there were none (no evidence).

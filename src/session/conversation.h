@@ -75,6 +75,9 @@ struct Conversation {
   uint64_t first_assistant = 0;
   bool has_assistant_before(uint64_t i) const { return first_assistant < std::min(i, length); }
   uint64_t generation = 0;               // bumped by every compaction (the prefix changed)
+  // The client sends later windows of this conversation (it drops its oldest messages);
+  // without a client id its compactions drop turns instead of summarising them.
+  bool client_windows = false;
 
   uint64_t first_kept() const { return std::max<uint64_t>(cut, system ? 1 : 0); }
   // The stored message at absolute index i (REQUIRES first_kept() <= i < length).
@@ -82,6 +85,9 @@ struct Conversation {
   // Drops history from index i on (the client's history diverged there). If i falls before
   // the cut, the kept messages are cleared and the cut moves to i.
   void truncate(uint64_t i);
+  // Drops the kept messages before history index i (the client no longer sends them; no
+  // later request can carry them): the cut moves to i, the summary and notes before it go.
+  void drop_front(uint64_t i);
   // Appends messages the client added (and extends the chain).
   void append(const nlohmann::json& message);
   // Appends the reply kvgate returned for the last request.

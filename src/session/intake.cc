@@ -52,6 +52,33 @@ std::optional<Window> align_window(const Conversation& conv, const RequestKeys& 
   return std::nullopt;
 }
 
+// Where a later window recognised by content sits in the stored history: the history index
+// of the first of its messages the history has (`front`), and its first message the stored
+// history does not have. Only when the request carries every stored message from `front`
+// to the end verbatim (the last reply included) — an edit there is no window. The request's
+// first few messages may be no stored message (tool results whose call the window dropped,
+// changed by history repair): they are older than `front` and not sent.
+struct WindowFit {
+  uint64_t front = 0;
+  size_t new_from = 0;
+};
+
+std::optional<WindowFit> fit_window(const Conversation& conv, const RequestKeys& keys, size_t after_system) {
+  const size_t n = keys.exact.size();
+  if (n <= after_system || conv.exact.size() != conv.length) return std::nullopt;
+  for (size_t j = after_system; j < n && j < after_system + kWindowStarts; ++j) {
+    for (uint64_t h = conv.system ? 2 : 1; h < conv.length; ++h) {
+      if (conv.exact[h] != keys.exact[j]) continue;
+      const uint64_t rest = conv.length - h;
+      if (n - j < rest) continue;
+      bool same = true;
+      for (uint64_t t = 1; t < rest && same; ++t) same = conv.exact[h + t] == keys.exact[j + t];
+      if (same) return WindowFit{h, j + static_cast<size_t>(rest)};
+    }
+  }
+  return std::nullopt;
+}
+
 // Index of the request's newest user message (the size when it has none).
 size_t newest_user(const json& messages) {
   for (size_t i = messages.size(); i > 0; --i) {
@@ -79,6 +106,9 @@ Carried carried_prefix(const Conversation& conv, const json& messages, const Req
   for (uint64_t i = 0; i < k; ++i) {
     if (i == 0 && system_pinnable) continue;
     if (conv.exact[i] == keys.exact[i]) continue;
+    // Compacted away (before the cut) and changed only in volatile values (the chains agree):
+    // it is not sent again. What stands for it, the summary, stays only with evidence (below).
+    if (i > 0 && i < conv.first_kept()) continue;
     // The newest user message is what the model answers now: its values are never pinned.
     if (pin && i >= conv.first_kept() && i < newest) {
       if (auto lines = pin_volatile_message(conv.at(i).message, messages[static_cast<size_t>(i)], messages[newest])) {
@@ -164,12 +194,33 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
   size_t new_from = 0;
 
   if (request.window && !request.named) {
-    // Recognised by content as a later window: the slot and its cache are this session's,
-    // the messages are the request's own.
-    if (stored.length > 0) {
+    // Recognised by content as a later window: the slot and its cache are this session's;
+    // what the request carries of the kept history is kept.
+    // A window carries only part of the last request: no evidence for state beyond the
+    // messages it carries verbatim (pinned values and their notes are set aside).
+    const auto fit = stored.length > 0 ? fit_window(stored, keys, after_system) : std::nullopt;
+    if (fit && after_system == 1 && stored.system) {
+      conv.client_windows = true;
+      in.window_kept = true;
+      if (!conv.notes.empty()) {
+        conv.notes.clear();
+        set_cause(in, BreakCause::kVolatileLine, "notes of earlier values set aside for a window");
+      }
+      if (conv.summary) {
+        conv.summary.reset();
+        set_cause(in, BreakCause::kClientTruncation, "the summary stood for messages the client no longer sends");
+      }
+      if (fit->front > conv.first_kept()) {
+        conv.drop_front(fit->front);
+        in.window_front_moved = true;
+        set_cause(in, BreakCause::kClientTruncation, "the client dropped messages kvgate still sent");
+      }
+      new_from = fit->new_from;
+    } else if (stored.length > 0) {
       conv = fresh_from(stored);
+      conv.client_windows = true;
       in.restarted = true;
-      in.evidence = Evidence::kHistoryEcho;
+      in.evidence = Evidence::kHistoryEcho;  // as recognition found it (the slot is this session's)
       set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
     }
   } else {

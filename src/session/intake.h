@@ -25,8 +25,12 @@
 //     next day, another client with the same opening, one that shares only some messages),
 //     the conversation is rebuilt from the request alone.
 //   - A later window of a conversation (the client dropped its oldest turns) continues the
-//     kept history only for a named conversation; recognised by content, it restarts from
-//     the request's own messages.
+//     kept history, summary included, for a named conversation. Recognised by content, it
+//     keeps what the request still carries verbatim — the kept messages from the cut on, the
+//     truncation decisions — and sets aside the summary and any kept message the request
+//     no longer carries (the conversation is then marked `client_windows`: its compactions
+//     drop turns rather than summarise them); a window that does not carry the stored
+//     history's end verbatim restarts from the request's own messages.
 // Volatile values: when a message is pinned, the note with this request's current
 // values is on the newest user message of every request — retries and re-runs included.
 //
@@ -68,6 +72,12 @@ struct Intake {
   Evidence evidence = Evidence::kNone;
   bool restarted = false;          // stored state was set aside: the conversation is the request's
   bool window_continued = false;   // a named conversation continued past the client's dropped turns
+  // A later window recognised by content that still carries the kept messages: the cut, the
+  // truncations and what follows are kept (a summary is not: it stands for messages the
+  // request no longer carries). `window_front_moved`: the request no longer carries the
+  // oldest kept messages, which were dropped (the prefix changed at its start).
+  bool window_kept = false;
+  bool window_front_moved = false;
   std::vector<std::string> volatile_now;  // current versions of the pinned system lines
   std::optional<BreakCause> cause;        // why the upstream prompt will not extend the last one
   std::string cause_detail;

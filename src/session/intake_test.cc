@@ -134,11 +134,79 @@ TEST(IntakeTest, AWindowRecognisedByContentGetsOnlyItsOwnMessages) {
   const json window = json::array({kSystem, msg("user", "two"), msg("assistant", "a2"), msg("user", "three"),
                                    msg("assistant", "a3"), msg("user", "four")});
   const Intake in = take(s.conversation, window, false, true, s.request_messages);
-  EXPECT_TRUE(in.restarted);
+  // What it still carries is kept (the history's positions stay); what it dropped goes.
+  EXPECT_TRUE(in.window_kept);
+  EXPECT_TRUE(in.window_front_moved);
+  EXPECT_FALSE(in.restarted);
   EXPECT_FALSE(in.window_continued);
+  EXPECT_EQ(in.evidence, Evidence::kNone);
+  EXPECT_TRUE(in.conversation.client_windows);
   ASSERT_TRUE(in.cause);
   EXPECT_EQ(*in.cause, BreakCause::kClientTruncation);
   EXPECT_EQ(history(in.conversation), window);
+  EXPECT_EQ(build_view(in.conversation), window);
+  EXPECT_EQ(in.conversation.cut, 3u);
+  EXPECT_EQ(in.first_new, 7u);
+}
+
+// After a compaction the cut is past the window's front: the request carries every kept
+// message, so they stay where the engine has them cached; the summary does not (it stands for
+// messages the request no longer carries).
+TEST(IntakeTest, AWindowThatStillCarriesTheKeptMessagesKeepsTheCutButNotTheSummary) {
+  json request = json::array({kSystem});
+  for (int i = 1; i <= 4; ++i) {
+    request.push_back(msg("user", "q" + std::to_string(i)));
+    request.push_back(msg("assistant", "a" + std::to_string(i)));
+  }
+  request.push_back(msg("user", "q5"));
+  Stored s = after_turn(request, msg("assistant", "a5"));
+  Conversation& c = s.conversation;
+  c.drop_front(5);  // as a compaction leaves it: q3 on, with a summary of q1..a2
+  c.summary = SummaryNote{.text = "q1 and q2 were asked", .covers_until = 5, .anchor = 5};
+  ASSERT_EQ(c.first_kept(), 5u);
+  // The client's window dropped q1 and a1 only: it still carries q2, a2 (summarised) and all kept.
+  json window = json::array({kSystem, msg("user", "q2"), msg("assistant", "a2"), msg("user", "q3"),
+                             msg("assistant", "a3"), msg("user", "q4"), msg("assistant", "a4"), msg("user", "q5"),
+                             msg("assistant", "a5"), msg("user", "q6")});
+  const Intake in = take(c, window, false, true, s.request_messages);
+  EXPECT_TRUE(in.window_kept);
+  EXPECT_FALSE(in.window_front_moved);
+  EXPECT_FALSE(in.conversation.summary);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientTruncation);
+  const json expected = json::array({kSystem, msg("user", "q3"), msg("assistant", "a3"), msg("user", "q4"),
+                                     msg("assistant", "a4"), msg("user", "q5"), msg("assistant", "a5"),
+                                     msg("user", "q6")});
+  EXPECT_EQ(build_view(in.conversation), expected);
+  EXPECT_EQ(in.first_new, 11u);
+
+  // The next window, one exchange further: the same cut, the view only grows at its end.
+  Conversation next = in.conversation;
+  next.append_reply(msg("assistant", "a6"));
+  json later = json::array({kSystem, msg("user", "q3"), msg("assistant", "a3"), msg("user", "q4"),
+                            msg("assistant", "a4"), msg("user", "q5"), msg("assistant", "a5"), msg("user", "q6"),
+                            msg("assistant", "a6"), msg("user", "q7")});
+  const Intake again = take(next, later, false, true, 11);
+  EXPECT_TRUE(again.window_kept);
+  EXPECT_FALSE(again.cause);
+  json grown = expected;
+  grown.push_back(msg("assistant", "a6"));
+  grown.push_back(msg("user", "q7"));
+  EXPECT_EQ(build_view(again.conversation), grown);
+}
+
+// A window is no evidence for pinned values: the system message it sends is the one sent.
+TEST(IntakeTest, AWindowDoesNotKeepPinnedValues) {
+  const json first = json::array({msg("system", "You help.\nToday is 2026-01-01."), msg("user", "one"),
+                                  msg("assistant", "a1"), msg("user", "two")});
+  Stored s = after_turn(first, msg("assistant", "a2"));
+  const json window = json::array({msg("system", "You help.\nToday is 2026-01-02."), msg("assistant", "a1"),
+                                   msg("user", "two"), msg("assistant", "a2"), msg("user", "three")});
+  const Intake in = take(s.conversation, window, false, true, s.request_messages);
+  EXPECT_TRUE(in.window_kept);
+  EXPECT_EQ(in.conversation.pinned_system, "You help.\nToday is 2026-01-02.");
+  EXPECT_TRUE(in.volatile_now.empty());
+  EXPECT_EQ(build_view(in.conversation)[0]["content"], "You help.\nToday is 2026-01-02.");
 }
 
 TEST(IntakeTest, AnEditOfEarlierMessagesIsNotTakenForAWindow) {

@@ -134,6 +134,31 @@ size_t match_hex_id(std::string_view s, size_t i) {
   return n;
 }
 
+// A random identifier in base 62 or similar ("req_011CV5Jm8Y2xq4Pz7Rt9Kd3W", an API's request
+// id): a word of 16 to 64 characters with at least three digits, three capitals and three
+// small letters, or one of 12 or more letters and digits after a prefix APIs give their ids
+// ("msg_", "toolu_", "call_", ...). Code identifiers (snake_case, camelCase with a digit or
+// two) are not.
+size_t match_random_id(std::string_view s, size_t i) {
+  const size_t n = count_while(s, i, is_word);
+  if (n < 16 || n > 64) return 0;
+  static constexpr std::string_view kPrefixes[] = {"req_", "msg_", "toolu_", "call_", "resp_",
+                                                   "run_", "evt_", "sess_", "trace_", "span_", "srvtoolu_"};
+  for (std::string_view p : kPrefixes) {
+    if (s.substr(i, p.size()) != p) continue;
+    const size_t rest = count_while(s, i + p.size(), [](char c) { return is_digit(c) || is_letter(c); });
+    if (p.size() + rest == n && rest >= 12) return n;
+  }
+  size_t digits = 0, upper = 0, lower = 0;
+  for (size_t k = i; k < i + n; ++k) {
+    const char c = s[k];
+    digits += is_digit(c) ? 1U : 0U;
+    upper += c >= 'A' && c <= 'Z' ? 1U : 0U;
+    lower += c >= 'a' && c <= 'z' ? 1U : 0U;
+  }
+  return digits >= 3 && upper >= 3 && lower >= 3 ? n : 0;
+}
+
 size_t match_long_number(std::string_view s, size_t i) {
   const size_t n = count_while(s, i, is_digit);
   return n >= 10 ? n : 0;
@@ -200,6 +225,8 @@ std::string mask_volatile(std::string_view s) {
       const char* tag = nullptr;
       if ((n = match_named_date(s, i)) != 0) {
         tag = "<date>";
+      } else if ((n = match_random_id(s, i)) != 0) {
+        tag = "<id>";
       } else if (!is_hex(s[i])) {
         // Only a named date starts with a letter other than a hex digit.
       } else if ((n = match_uuid(s, i)) != 0) {

@@ -6,7 +6,7 @@
 // canonically) — and leaves out what clients and engines vary freely: reasoning_content,
 // tool-call ids, key order, whitespace inside JSON arguments. Volatile substrings (clock
 // times, dates numeric or named ("Wednesday, December 2, 2026"), UUIDs, long hex ids, 10+
-// digit numbers) are masked, so a client that rewrites the time in its system prompt every
+// digit numbers, random base-62 ids such as "req_011CV5Jm8Y2xq4Pz7Rt9Kd3W") are masked, so a client that rewrites the time in its system prompt every
 // turn still produces the same chain.
 //
 // A short text part that carries a volatile value — a reminder of the date or time, at most

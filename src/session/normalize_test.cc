@@ -20,6 +20,17 @@ TEST(NormalizeTest, MasksVolatileSubstrings) {
   EXPECT_EQ(mask_volatile("deadbeefdeadbeefx"), "deadbeefdeadbeefx");  // not a whole token
 }
 
+TEST(NormalizeTest, MasksRandomBase62IdsButNotIdentifiers) {
+  EXPECT_EQ(mask_volatile("request_id: req_011CV5Jm8Y2xq4Pz7Rt9Kd3W."), "request_id: <id>.");
+  EXPECT_EQ(mask_volatile("[id=msg_01XFDUDYJgAACzvnptvVoYEL]"), "[id=<id>]");
+  // Identifiers of code keep their form: no three capitals and three digits, or too short.
+  EXPECT_EQ(mask_volatile("read_config_file_v2 getHttpClient2 parseJSON4Token8 Base64Enc"),
+            "read_config_file_v2 getHttpClient2 parseJSON4Token8 Base64Enc");
+  // A blob (a key, base64 data) longer than an id stays content.
+  const std::string blob(80, 'A');
+  EXPECT_EQ(mask_volatile(blob + "9z9z9zQQ"), blob + "9z9z9zQQ");
+}
+
 TEST(NormalizeTest, MasksNamedDates) {
   EXPECT_EQ(mask_volatile("Today's date is Wednesday, December 2, 2026."), "Today's date is <date>.");
   EXPECT_EQ(mask_volatile("due Dec 2nd 2026, or December 14, 2027"), "due <date>, or <date>");

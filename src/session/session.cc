@@ -30,6 +30,10 @@ uint64_t window_key(const std::string& scope, uint64_t system_hash, uint64_t fir
   return scoped_key(scope, chain_step(chain_step(system_hash ^ 0x77696e646f77ULL, first), second));
 }
 
+uint64_t exact_window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second) {
+  return scoped_key(scope, chain_step(chain_step(system_hash ^ 0x6578616374ULL, first), second));
+}
+
 std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
                                        uint64_t request_messages) {
   std::vector<uint64_t> keys;
@@ -41,6 +45,13 @@ std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_i
   if (c.system) {
     for (size_t i = 0; i + 1 < c.kept.size(); ++i) {
       keys.push_back(window_key(scope, c.system->hash, c.kept[i].hash, c.kept[i + 1].hash));
+    }
+    // A window may start before the cut (at messages kvgate summarised or dropped, which it
+    // keeps only the exact hashes of): pairs from there, the newest kMaxEarlyWindowKeys.
+    const size_t end = std::min<size_t>(c.exact.size(), static_cast<size_t>(c.first_kept()) + 1);
+    const size_t begin = end > kMaxEarlyWindowKeys + 2 ? end - kMaxEarlyWindowKeys - 1 : 1;
+    for (size_t i = begin; i + 1 < end; ++i) {
+      if (c.exact[i] != 0) keys.push_back(exact_window_key(scope, c.system->hash, c.exact[i], c.exact[i + 1]));
     }
   }
   return keys;
@@ -203,12 +214,20 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
         m.how = "prefix";
       }
     }
-    // A later window of a known conversation: the system message, then two of its kept
-    // messages in a row — and the request carries the session's last reply, or the last
-    // message of its last request, verbatim.
+    // A later window of a known conversation: the system message, then two of its messages
+    // in a row among the request's first few (a window may begin with tool results whose call
+    // it dropped, which history repair changes) — and the request carries the session's last
+    // reply, or the last message of its last request, verbatim.
     if (!m.session && hashes.size() >= 3) {
       bool loaded = false;
-      if (auto s = lookup_key(scope, window_key(scope, hashes[0], hashes[1], hashes[2]), &loaded)) {
+      std::shared_ptr<Session> s;
+      for (size_t j = 1; !s && j + 1 < hashes.size() && j <= kWindowStarts; ++j) {
+        s = lookup_key(scope, window_key(scope, hashes[0], hashes[j], hashes[j + 1]), &loaded);
+        if (!s && request.exact.size() == hashes.size()) {
+          s = lookup_key(scope, exact_window_key(scope, hashes[0], request.exact[j], request.exact[j + 1]), &loaded);
+        }
+      }
+      if (s) {
         uint64_t reply = 0, tail = 0;
         {
           std::lock_guard slock(s->mu);

@@ -218,6 +218,12 @@ uint64_t scoped_key(const std::string& scope, uint64_t key);
 // Key under which a session is found by a request that starts, after the system message
 // with hash `system_hash`, with two consecutive kept messages of hashes `first`, `second`.
 uint64_t window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second);
+// The same from two messages' exact hashes, for a window that starts before the cut.
+uint64_t exact_window_key(const std::string& scope, uint64_t system_hash, uint64_t first, uint64_t second);
+// How many pairs of messages before the cut a session is found by.
+inline constexpr size_t kMaxEarlyWindowKeys = 512;
+// How many of a request's first messages a later window is looked up by.
+inline constexpr size_t kWindowStarts = 8;
 // All recognition keys of a conversation in `scope`: its chain end, the end of its last
 // request, and the window keys of its kept messages. None for a session named by its client
 // (`explicit_id`): it is found by its id only.
