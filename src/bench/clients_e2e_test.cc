@@ -12,7 +12,6 @@
 // arbitrary text, as they were for the user whose measurement this family reproduces.
 #include <chrono>
 #include <cstdlib>
-#include <map>
 #include <string>
 
 #include <fmt/format.h>
@@ -93,28 +92,8 @@ std::string figures_line(const ClientRun& run) {
                      f.ratio_bound, f.sessions, f.conversations_started, f.growth, run.wall_s);
 }
 
-// Behaviours whose properties kvgate does not hold yet, with what fails (seed 1 at 8K, measured
-// by this test): skipped, saying so, unless KVGATE_CLIENT_ALL=1 runs them too.
-const std::map<std::string, std::string>& not_held_yet() {
-  static const std::map<std::string, std::string> open = {
-      {"window-messages", "a window that drops its oldest messages starts a new session (6 for 1 conversation)"},
-      {"window-large", "a window that drops its oldest messages starts a new session (3 for 1 conversation)"},
-      {"ids", "request ids in the messages split the conversation (9 sessions for 1)"},
-      {"tools", "a huge tool result re-sent in another order overflows (HTTP 400, context_overflow)"},
-      {"edits", "an edited earlier message splits the conversation; a huge tool result overflows"},
-      {"user-report", "window + reordered tool results + ids: 4 sessions for 1, prefilled/prompt 0.524 > 0.384"},
-  };
-  return open;
-}
-
 TEST_P(ClientsE2eTest, PropertiesHoldOnEverySeed) {
   const auto t0 = std::chrono::steady_clock::now();
-  const char* all = std::getenv("KVGATE_CLIENT_ALL");
-  if (auto open = not_held_yet().find(GetParam());
-      open != not_held_yet().end() && (all == nullptr || std::string(all) != "1")) {
-    GTEST_SKIP() << "kvgate does not hold the properties for " << GetParam() << " yet: " << open->second
-                 << " (KVGATE_CLIENT_ALL=1 runs it)";
-  }
   const ClientsOptions o = options(GetParam(), family_seeds(), kTurns);
   ASSERT_EQ(o.behaviours.size(), 1U);
   auto report = run_clients(o);

@@ -53,11 +53,18 @@ EngineErrorInfo classify_engine_error(int status, std::string_view body) {
     info.kind = EngineErrorKind::kTemplate;
   } else if (status >= 500 && is_output_error_message(m)) {
     info.kind = EngineErrorKind::kOutput;
+  } else if (has(m, "input is not supported")) {
+    info.kind = EngineErrorKind::kUnsupportedInput;  // an image or audio the model cannot take
   }
   return info;
 }
 
 ApiError engine_api_error(int status, std::string_view body) {
+  if (const EngineErrorInfo info = classify_engine_error(status, body); info.kind == EngineErrorKind::kUnsupportedInput) {
+    // The engine answers 500, but it is the request the model cannot take: the client's to fix.
+    ApiError e = bad_request("the model cannot take this input (" + info.message + ")", std::nullopt, "unsupported_input");
+    return e;
+  }
   ApiError e;
   e.status = status >= 400 ? status : 502;
   e.type = status >= 500 ? "server_error" : "invalid_request_error";

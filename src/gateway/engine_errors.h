@@ -24,7 +24,8 @@
 
 namespace kvgate::gateway {
 
-enum class EngineErrorKind { kOther, kPromptTooLong, kContextFilled, kOutput, kTemplate };
+// kUnsupportedInput: an image or audio part the engine cannot take (no projector loaded).
+enum class EngineErrorKind { kOther, kPromptTooLong, kContextFilled, kOutput, kTemplate, kUnsupportedInput };
 
 struct EngineErrorInfo {
   EngineErrorKind kind = EngineErrorKind::kOther;
@@ -42,7 +43,8 @@ bool is_output_error_message(std::string_view message);
 
 // An engine's error answer (or an error event's payload) as the client gets it: the engine's
 // status (502 when it is not an error status), message, type, code and further fields; a
-// body that is not an OpenAI error is quoted (its first 500 bytes) with code upstream_error.
+// body that is not an OpenAI error is quoted (its first 500 bytes) with code upstream_error;
+// input the model cannot take (kUnsupportedInput, a 500 from the engine) is a 400.
 ApiError engine_api_error(int status, std::string_view body);
 
 }  // namespace kvgate::gateway

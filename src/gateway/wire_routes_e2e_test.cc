@@ -121,6 +121,22 @@ TEST_F(WireRoutesE2eTest, MessagesErrorsAreInAnthropicsShapeBeforeAnyTurn) {
   EXPECT_EQ(wrong_method.body["type"], "error") << wrong_method.raw;
 }
 
+// The test engine has no vision projector: an image is refused with a 400 that says so, in
+// Anthropic's shape (an engine with one receives it as an image_url part).
+TEST_F(WireRoutesE2eTest, AnImageTheEngineCannotSeeIsAClear400) {
+  json request = message_request("What is in the picture?");
+  request["messages"][0]["content"] = json::array(
+      {{{"type", "image"},
+        {"source", {{"type", "base64"}, {"media_type", "image/png"},
+                    {"data", "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}}},
+       {{"type", "text"}, {"text", "What is in the picture?"}}});
+  auto a = post("/v1/messages", request);
+  EXPECT_EQ(a.status, 400) << a.raw;
+  EXPECT_EQ(a.body["type"], "error") << a.raw;
+  EXPECT_EQ(a.body["error"]["type"], "invalid_request_error") << a.raw;
+  EXPECT_NE(a.raw.find("image"), std::string::npos) << a.raw;
+}
+
 TEST_F(WireRoutesE2eTest, CountTokensIsThePromptTheEngineProcesses) {
   const json request = message_request("Count the tokens of this sentence, please.");
   auto count = post("/v1/messages/count_tokens", request);
