@@ -176,8 +176,12 @@ void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
   constexpr std::string_view kOne = "/v1/models/";
   if (request.path.size() > kOne.size() && request.path.starts_with(kOne)) {
     // Any name is the one model served: a client asking for the one it was configured with
-    // gets it under that name.
-    return send_json(writer, 200, model_entry(request.path.substr(kOne.size())));
+    // gets it under that name. A path that is not one name ("../../props") names nothing.
+    const std::string id = request.path.substr(kOne.size());
+    if (id.find('/') != std::string::npos || id == "." || id == "..") {
+      return send_error(writer, not_found(fmt::format("no model {}", id.substr(0, 200))));
+    }
+    return send_json(writer, 200, model_entry(id));
   }
   send_json(writer, 200,
             {{"object", "list"}, {"data", json::array({model_entry(served)})}, {"has_more", false},
