@@ -20,16 +20,23 @@ std::string data_event(const json& chunk) { return "data: " + util::json_text(ch
 
 }  // namespace
 
+std::optional<ConversationName> header_conversation(std::optional<std::string_view> session_header) {
+  if (!session_header) return std::nullopt;
+  if (auto id = usable_conversation_id(*session_header)) return ConversationName{*id, "header"};
+  return std::nullopt;
+}
+
+std::optional<ConversationName> cache_key_conversation(std::string_view key) {
+  if (auto id = usable_conversation_id(key)) return ConversationName{"cache:" + *id, "prompt_cache_key"};
+  return std::nullopt;
+}
+
 std::optional<ConversationName> named_conversation(std::optional<std::string_view> session_header,
                                                    const json& body) {
-  if (session_header) {
-    if (auto id = usable_conversation_id(*session_header)) return ConversationName{*id, "header"};
-  }
+  if (auto named = header_conversation(session_header)) return named;
   if (!body.is_object()) return std::nullopt;
   if (auto key = body.find("prompt_cache_key"); key != body.end() && key->is_string()) {
-    if (auto id = usable_conversation_id(key->get_ref<const std::string&>())) {
-      return ConversationName{"cache:" + *id, "prompt_cache_key"};
-    }
+    if (auto named = cache_key_conversation(key->get_ref<const std::string&>())) return named;
   }
   if (auto user = body.find("user"); user != body.end() && user->is_string()) {
     if (auto id = usable_conversation_id(user->get_ref<const std::string&>())) {

@@ -30,6 +30,10 @@ namespace kvgate::gateway {
 // usable_conversation_id accepts it.
 std::optional<ConversationName> named_conversation(std::optional<std::string_view> session_header,
                                                    const nlohmann::json& body);
+// The pieces of it the other wire APIs use: the X-Session-Id header's conversation, and the
+// one a `prompt_cache_key` names ("cache:" ID).
+std::optional<ConversationName> header_conversation(std::optional<std::string_view> session_header);
+std::optional<ConversationName> cache_key_conversation(std::string_view key);
 
 class ChatCompletionsAdapter final : public TurnOutput {
  public:

@@ -37,7 +37,8 @@ class EventOutput : public TurnOutput {
   void fail(const ApiError& error) override;
 
  protected:
-  EventOutput(http::ResponseWriter& writer, RelayOptions relay) : writer_(writer), relay_options_(std::move(relay)) {}
+  EventOutput(http::ResponseWriter& writer, RelayOptions relay)
+      : writer_(writer), relay_options_(std::move(relay)) {}
   ~EventOutput() override;
 
   // The API's encoder: the events that open the stream, those one chat chunk gives, those
@@ -56,8 +57,8 @@ class EventOutput : public TurnOutput {
 
   RelayOptions relay_options_;
   std::unique_ptr<StreamRelay> relay_;
-  bool started_ = false;  // start_events() written
-  bool failed_ = false;   // error events written
+  bool started_ = false;                  // start_events() written
+  bool failed_ = false;                   // error events written
   std::optional<ApiError> engine_error_;  // held until the stream ends
 };
 

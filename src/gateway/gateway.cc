@@ -168,6 +168,12 @@ std::string error_body(std::string_view path, const ApiError& error) {
   return util::json_text(wire::anthropic_error_body(anthropic_error_of(error)));
 }
 
+// An error answer before any route's adapter took the request, in the shape its path's API reads.
+void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error) {
+  if (anthropic_path(path)) return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
+  send_api_error(writer, error);
+}
+
 }  // namespace
 
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {
@@ -184,17 +190,12 @@ HeadVerdict Gateway::check_head(const HttpRequest& head) const {
 void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
   try {
     auto route = route_for(request);
-    if (!route.ok()) {
-      if (anthropic_path(request.path)) return send_anthropic_error(writer, anthropic_error_of(route.error()));
-      return send_error(writer, route.error());
-    }
+    if (!route.ok()) return send_error_for(request.path, writer, route.error());
     (this->*route->route)(request, writer);
   } catch (const std::exception& e) {
     util::log_event(util::LogLevel::kError, "internal_error", {{"path", shown(request.path, 256)}, {"what", e.what()}});
     if (!writer.answered()) {
-      const ApiError error = internal_error(std::string("internal error: ") + e.what());
-      if (anthropic_path(request.path)) return send_anthropic_error(writer, anthropic_error_of(error));
-      send_error(writer, error);
+      send_error_for(request.path, writer, internal_error(std::string("internal error: ") + e.what()));
     }
   }
 }

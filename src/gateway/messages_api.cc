@@ -1,5 +1,6 @@
 #include "gateway/messages_api.h"
 
+#include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -31,7 +32,8 @@ void log_ignored(std::string_view api, const std::vector<std::string>& ignored) 
   util::log_event(util::LogLevel::kDebug, "wire_fields_ignored", {{"api", api}, {"fields", ignored}});
 }
 
-void send_anthropic_error(ResponseWriter& writer, const wire::WireError& error, std::optional<int> retry_after_s) {
+void send_anthropic_error(ResponseWriter& writer, const wire::WireError& error,
+                          std::optional<int> retry_after_s) {
   HeaderList headers = kJson;
   if (retry_after_s) headers.emplace_back("Retry-After", std::to_string(*retry_after_s));
   writer.send(error.status, headers, util::json_text(wire::anthropic_error_body(error)));
@@ -44,16 +46,15 @@ wire::WireError anthropic_error_of(const ApiError& error) {
 MessagesAdapter::MessagesAdapter(ResponseWriter& writer, RelayOptions relay, std::string model)
     : EventOutput(writer, with_pings(std::move(relay))), model_(std::move(model)) {}
 
-wire::WireResult<TurnInput> MessagesAdapter::input(const HttpRequest& request, std::string scope, std::string& model) {
+wire::WireResult<TurnInput> MessagesAdapter::input(const HttpRequest& request, std::string scope,
+                                                   std::string& model) {
   auto body = parse_client_json_body(request.body);
   if (!body.ok()) return wire::invalid_request(body.error().param.value_or(""), body.error().message);
   KV_ASSIGN_OR_RETURN(wire::ChatConversion conv, wire::messages_to_chat(*body));
   model = conv.model;
   log_ignored("messages", conv.ignored);
   TurnInput in;
-  if (auto header = request.header("x-session-id")) {
-    if (auto id = usable_conversation_id(*header)) in.name = ConversationName{*id, "header"};
-  }
+  in.name = header_conversation(request.header("x-session-id"));
   in.stream = conv.stream;
   in.include_usage = true;  // message_delta carries the usage
   in.body = std::move(conv.chat);

@@ -38,7 +38,8 @@ class MessagesAdapter final : public EventOutput {
   MessagesAdapter(http::ResponseWriter& writer, RelayOptions relay, std::string model);
 
   // The turn's input for a /v1/messages request, or the 400 it gets.
-  static wire::WireResult<TurnInput> input(const http::HttpRequest& request, std::string scope, std::string& model);
+  static wire::WireResult<TurnInput> input(const http::HttpRequest& request, std::string scope,
+                                           std::string& model);
 
   void answer(const nlohmann::json& response, std::string_view engine_text) override;
 

@@ -21,7 +21,8 @@ void ResponseStore::put(const std::string& id, session::StoredResponse r) {
   std::lock_guard lock(mu_);
   if (store_ != nullptr) {
     if (auto saved = store_->save_response(id, r, keep_on_disk_); !saved.ok()) {
-      util::log_event(util::LogLevel::kWarn, "response_not_saved", {{"id", id}, {"error", saved.error().message()}});
+      util::log_event(util::LogLevel::kWarn, "response_not_saved",
+                      {{"id", id}, {"error", saved.error().message()}});
     }
   }
   remember(id, std::move(r));

@@ -52,7 +52,6 @@ class ResponsesAdapter final : public EventOutput {
   std::string id_;
   int64_t created_at_ = 0;
   std::optional<wire::ResponsesStream> stream_;
-  std::optional<wire::ClientJson> final_;
   std::function<void(const wire::ClientJson&)> keep_;
 };
 

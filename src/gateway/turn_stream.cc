@@ -45,11 +45,6 @@ bool usage_only(const json& chunk) {
          chunk["choices"].empty();
 }
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 struct Turn::StreamState {
@@ -168,7 +163,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
   } else if (out.context_filled) {
     // Ended like a reply max_tokens cut: the finish chunk, then [DONE] (sent at commit).
     for (auto& c : s.finish.flush()) s.held.push_back(std::move(c));
-    s.held.push_back({length_finish_chunk(s.chunk_id, model_name(), unix_now()), std::string()});
+    s.held.push_back({length_finish_chunk(s.chunk_id, model_name(), util::unix_seconds_now()), std::string()});
     out.reply.set_finish_reason("length");
     out.saw_done = true;
     g_.metrics_.add("context_filled_total");
@@ -202,11 +197,11 @@ void Turn::rescue_stream(StreamState& s) {
   }
   const std::string model = model_name();
   for (const json& chunk :
-       rescued_chunks(*rescued, out.reply.content(), s.chunk_id, model, unix_now(), in_.include_usage)) {
+       rescued_chunks(*rescued, out.reply.content(), s.chunk_id, model, util::unix_seconds_now(), in_.include_usage)) {
     out_.kvgate_chunk(chunk);
   }
   out.reply = ReplyAccumulator();
-  out.reply.set_response(rescued_response(*rescued, model, unix_now()));
+  out.reply.set_response(rescued_response(*rescued, model, util::unix_seconds_now()));
   out.rescued = true;
   out.saw_done = true;
   s.held.clear();

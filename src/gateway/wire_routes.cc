@@ -43,7 +43,8 @@ std::string readable_model(std::string name) {
 // One model as both OpenAI's and Anthropic's clients read it (each ignores the other's fields).
 // `created` (OpenAI) and `created_at` (Anthropic) are when this kvgate started serving it.
 json model_entry(const std::string& id) {
-  static const auto started = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+  static const auto started =
+      std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
   return {{"id", id},
           {"object", "model"},
           {"created", started.time_since_epoch().count()},
@@ -116,7 +117,8 @@ ApiResult<json> Gateway::previous_messages(const wire::ClientJson& body, const s
   return messages;
 }
 
-ApiResult<wire::ResponsesConversion> Gateway::responses_request(const HttpRequest& request, const std::string& scope) {
+ApiResult<wire::ResponsesConversion> Gateway::responses_request(const HttpRequest& request,
+                                                                const std::string& scope) {
   KV_ASSIGN_OR_RETURN(wire::ClientJson body, parse_client_json_body(request.body));
   KV_ASSIGN_OR_RETURN(json previous, previous_messages(body, scope));
   auto conv = wire::responses_to_chat(body, previous);
@@ -184,8 +186,11 @@ void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
     return send_json(writer, 200, model_entry(id));
   }
   send_json(writer, 200,
-            {{"object", "list"}, {"data", json::array({model_entry(served)})}, {"has_more", false},
-             {"first_id", served}, {"last_id", served}});
+            {{"object", "list"},
+             {"data", json::array({model_entry(served)})},
+             {"has_more", false},
+             {"first_id", served},
+             {"last_id", served}});
 }
 
 void Gateway::head_ok(const HttpRequest&, ResponseWriter& writer) { writer.send(200, kJson, ""); }
