@@ -12,6 +12,7 @@
 // outage its cache is taken as lost (it may have restarted). What only `kvgate up` can do is
 // off: the plan and its verification, restarts, saved engine state (the server would need
 // --slot-save-path in a folder kvgate owns).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +33,7 @@
 #include "cli/up_options.h"
 #include "engine/instance_lock.h"
 #include "engine/pinned.h"
+#include "gateway/fleet.h"
 #include "gateway/gateway.h"
 #include "gateway/upstream_facts.h"
 #include "http/http_server.h"
@@ -119,9 +121,11 @@ class UpstreamWatch {
       : url_(std::move(url)), key_(std::move(key)), interval_(interval), timeout_(timeout) {}
   ~UpstreamWatch() { stop(); }
 
-  // `on_back`: called (on the watch's thread) when the server answers again after an outage.
-  void start(std::function<void()> on_back) {
-    thread_ = std::thread([this, on_back = std::move(on_back)] { run(on_back); });
+  // `on_back`: called (on the watch's thread) when the server answers again after an outage;
+  // `on_probe` (may be empty) with every probe's outcome.
+  void start(std::function<void()> on_back, std::function<void(bool ok)> on_probe = {}) {
+    thread_ = std::thread(
+        [this, on_back = std::move(on_back), on_probe = std::move(on_probe)] { run(on_back, on_probe); });
   }
   void stop() {
     {
@@ -145,13 +149,14 @@ class UpstreamWatch {
   int outages() const { return outages_.load(); }
 
  private:
-  void run(const std::function<void()>& on_back) {
+  void run(const std::function<void()>& on_back, const std::function<void(bool)>& on_probe) {
     auto c = client_for(url_, key_, timeout_);
     std::unique_lock lock(mu_);
     while (!stopping_) {
       lock.unlock();
       auto r = c.Get("/health");
       const bool ok = r && r->status == 200;
+      if (on_probe) on_probe(ok);
       const bool was = up_.exchange(ok);
       if (was && !ok) {
         ++outages_;
@@ -188,12 +193,115 @@ std::string describe(const gateway::UpstreamFacts& f) {
   return fmt::format("{}, {} of {}{}", fork, slots, ctx, f.model.empty() ? "" : ", model " + f.model);
 }
 
+// Several upstreams: the list "URL,URL,...", each once.
+Result<std::vector<UpstreamUrl>> parse_upstreams(const std::string& list) {
+  std::vector<UpstreamUrl> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    KV_ASSIGN_OR_RETURN(UpstreamUrl u, parse_upstream_url(list.substr(pos, comma - pos)));
+    for (const auto& seen : out) {
+      if (seen.text() == u.text()) return Error(fmt::format("--upstream {} is given twice", u.text()));
+    }
+    out.push_back(std::move(u));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// One upstream and the whole gateway in front of it.
+struct Member {
+  UpstreamUrl url;
+  Learned learned;
+  std::unique_ptr<UpstreamWatch> watch;
+  std::unique_ptr<gateway::Gateway> gateway;
+  std::string state_note = "sessions in memory only";
+};
+
+struct MemberSetup {
+  const UpConfig& cfg;
+  std::optional<fs::path> state_dir;  // this member's; none: memory only
+  bool in_fleet = false;
+  std::shared_ptr<gateway::ResponseStore> responses;
+  std::function<void(const std::string&)> on_response_stored;
+};
+
+Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const MemberSetup& setup) {
+  const UpConfig& cfg = setup.cfg;
+  auto m = std::make_unique<Member>();
+  m->url = url;
+  KV_ASSIGN_OR_RETURN(m->learned,
+                      learn_upstream(url, cfg.upstream_key.value_or(""), std::chrono::seconds(120)));
+  const gateway::UpstreamFacts& facts = m->learned.facts;
+  say(fmt::format("upstream: {}: {}", url.text(), describe(facts)));
+  if (!facts.unknown.empty()) {
+    std::string what;
+    for (const auto& u : facts.unknown) what += (what.empty() ? "" : ", ") + u;
+    say(fmt::format("its /props does not say: {}{}", what,
+                    facts.n_ctx_slot ? ""
+                                     : "; without the context, compaction waits for the server to refuse a "
+                                       "prompt as too long, then compacts and retries"));
+  }
+  say(m->learned.exact_counts
+          ? "token counts: exact (the server's /apply-template and /tokenize)"
+          : "token counts: the server has no /apply-template; compaction relies on its own "
+            "reports and on its refusals");
+  gateway::GatewayOptions go = gateway_options(
+      cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
+            .slots = facts.slots.value_or(1),
+            .fork = facts.fork.value_or(plan::Fork::kMainline),
+            .max_token_bytes = 0,
+            .shifts = false,  // its --cache-reuse is not known
+            .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
+  if (!facts.n_ctx_slot) go.context_tokens.reset();
+  go.count_tokens = m->learned.exact_counts;
+  // In a fleet a request does not wait long for an engine that is gone: another one serves it.
+  if (setup.in_fleet)
+    go.wait_for_engine = std::min<std::chrono::milliseconds>(go.wait_for_engine, std::chrono::seconds(2));
+  go.responses = setup.responses;
+  go.on_response_stored = setup.on_response_stored;
+  if (cfg.prefill_report) {
+    auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
+    if (!prefill) return Error("--prefill-report " + prefill.error().message());
+    go.bench_prefill = std::move(*prefill);
+  }
+  m->watch = std::make_unique<UpstreamWatch>(url, cfg.upstream_key.value_or(""), cfg.timing.health_interval,
+                                             cfg.timing.probe_timeout);
+  UpstreamWatch* watch = m->watch.get();
+  go.on_engine_failure = [watch](const std::string&) { watch->probe_now(); };
+  go.engine_report = [watch, &facts = m->learned.facts, text = url.text()] {
+    const auto ep = watch->endpoint();
+    return json{{"engine",
+                 {{"state", ep.state},
+                  {"upstream", text},
+                  {"fork", facts.fork ? json(plan::fork_name(*facts.fork)) : json(nullptr)},
+                  {"build", facts.build.empty() ? json(nullptr) : json(facts.build)},
+                  {"model", facts.model},
+                  {"outages", watch->outages()}}}};
+  };
+  go.conversation_field = cfg.conversation_field.value_or("");
+  auto upstream =
+      std::make_shared<gateway::HttpUpstream>([watch, header = cfg.conversation_header.value_or("")] {
+        auto ep = watch->endpoint();
+        ep.conversation_header = header;
+        return ep;
+      });
+  m->gateway = std::make_unique<gateway::Gateway>(go, upstream);
+  if (setup.state_dir) {
+    KV_TRY(util::make_private_dir(*setup.state_dir));
+    KV_TRY(m->gateway->open_store(*setup.state_dir / "sessions.db"));
+    m->state_note = "sessions kept in " + (*setup.state_dir / "sessions.db").string();
+  }
+  return m;
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
   const sigset_t stop_signals = block_stop_signals();  // collected with sigwaitinfo below
 
-  CLI::App app{"Serve the gateway in front of a llama-server kvgate did not start.", "kvgate serve"};
+  CLI::App app{"Serve the gateway in front of llama-servers kvgate did not start.", "kvgate serve"};
   UpOptions options;
   add_up_options(app, options, OptionSet::kServe);
   if (auto code = parse_args(app, argc, argv)) return *code;
@@ -210,84 +318,98 @@ int run_serve(int argc, char** argv) {
   if (!resolved) return fail(resolved.error().message(), kExitUsage);
   UpConfig cfg = std::move(*resolved);
   if (!cfg.upstream) return fail("give --upstream http://HOST:PORT: the server to serve", kExitUsage);
-  auto url = parse_upstream_url(*cfg.upstream);
-  if (!url) return fail(url.error().message(), kExitUsage);
+  auto urls = parse_upstreams(*cfg.upstream);
+  if (!urls) return fail(urls.error().message(), kExitUsage);
+  const auto routing = gateway::parse_routing(cfg.routing.value_or("affinity"));
+  if (!routing)
+    return fail(fmt::format("--routing '{}': expected affinity or round-robin", *cfg.routing), kExitUsage);
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
     return fail(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
                             cfg.listen.host),
                 kExitUsage);
   }
   const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
-  const std::string who = fmt::format("kvgate serve (pid {}) in front of {} on http://{}", ::getpid(), url->text(), listen);
+  std::vector<std::string> lock_names = {"listen " + listen};
+  std::string all;
+  for (const auto& u : *urls) {
+    lock_names.push_back("upstream " + u.text());
+    all += (all.empty() ? "" : ", ") + u.text();
+  }
+  const std::string who =
+      fmt::format("kvgate serve (pid {}) in front of {} on http://{}", ::getpid(), all, listen);
   // One gateway per server: two would give the same slots to different conversations.
-  auto lock = engine::InstanceLock::acquire({"listen " + listen, "upstream " + url->text()}, who);
+  auto lock = engine::InstanceLock::acquire(lock_names, who);
   if (!lock) return fail(lock.error().message());
 
-  auto learned = learn_upstream(*url, cfg.upstream_key.value_or(""), std::chrono::seconds(120));
-  if (!learned) return fail(learned.error().message());
-  const gateway::UpstreamFacts& facts = learned->facts;
-  say(fmt::format("upstream: {}: {}", url->text(), describe(facts)));
-  if (!facts.unknown.empty()) {
-    std::string what;
-    for (const auto& u : facts.unknown) what += (what.empty() ? "" : ", ") + u;
-    say(fmt::format("its /props does not say: {}{}", what,
-                    facts.n_ctx_slot ? "" : "; without the context, compaction waits for the server to refuse a "
-                                            "prompt as too long, then compacts and retries"));
-  }
-  say(learned->exact_counts ? "token counts: exact (the server's /apply-template and /tokenize)"
-                            : "token counts: the server has no /apply-template; compaction relies on its own "
-                              "reports and on its refusals");
-
-  gateway::GatewayOptions go = gateway_options(
-      cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
-            .slots = facts.slots.value_or(1),
-            .fork = facts.fork.value_or(plan::Fork::kMainline),
-            .max_token_bytes = 0,
-            .shifts = false,  // its --cache-reuse is not known
-            .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
-  if (!facts.n_ctx_slot) go.context_tokens.reset();
-  go.count_tokens = learned->exact_counts;
-  if (cfg.prefill_report) {
-    auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
-    if (!prefill) return fail("--prefill-report " + prefill.error().message(), kExitUsage);
-    go.bench_prefill = std::move(*prefill);
-  }
-  UpstreamWatch watch(*url, cfg.upstream_key.value_or(""), cfg.timing.health_interval, cfg.timing.probe_timeout);
-  go.on_engine_failure = [&watch](const std::string&) { watch.probe_now(); };
-  go.engine_report = [&watch, &facts, text = url->text()] {
-    const auto ep = watch.endpoint();
-    return json{{"engine",
-                 {{"state", ep.state},
-                  {"upstream", text},
-                  {"fork", facts.fork ? json(plan::fork_name(*facts.fork)) : json(nullptr)},
-                  {"build", facts.build.empty() ? json(nullptr) : json(facts.build)},
-                  {"model", facts.model},
-                  {"outages", watch.outages()}}}};
-  };
-  auto upstream = std::make_shared<gateway::HttpUpstream>([&watch] { return watch.endpoint(); });
-  gateway::Gateway gw(go, upstream);
-  std::string state_note = "sessions in memory only";
+  const bool in_fleet = urls->size() > 1;
+  std::optional<fs::path> state_dir;
   if (cfg.state_dir.value_or("") != "none") {
-    const fs::path dir = cfg.state_dir ? fs::path(*cfg.state_dir)
-                                       : engine::cache_root() / "state" / fmt::format("serve-{}-{}", cfg.listen.host, cfg.listen.port);
-    if (auto st = util::make_private_dir(dir); !st) return fail(st.error().message());
-    if (auto st = gw.open_store(dir / "sessions.db"); !st) return fail(st.error().message());
-    state_note = "sessions kept in " + (dir / "sessions.db").string();
+    state_dir = cfg.state_dir ? fs::path(*cfg.state_dir)
+                              : engine::cache_root() / "state" /
+                                    fmt::format("serve-{}-{}", cfg.listen.host, cfg.listen.port);
   }
-  watch.start([&gw] { gw.on_engine_restart(); });
+  gateway::Fleet* fleet_ptr = nullptr;  // set once the fleet exists, before any request
+  auto responses = in_fleet ? std::make_shared<gateway::ResponseStore>() : nullptr;
+  std::vector<std::unique_ptr<Member>> members;
+  for (const auto& u : *urls) {
+    MemberSetup setup{.cfg = cfg, .in_fleet = in_fleet, .responses = responses};
+    if (state_dir)
+      setup.state_dir = in_fleet ? *state_dir / fmt::format("upstream-{}-{}", u.host, u.port) : *state_dir;
+    if (in_fleet)
+      setup.on_response_stored = [&fleet_ptr](const std::string& id) { fleet_ptr->response_stored(id); };
+    auto m = open_member(u, setup);
+    if (!m) return fail(m.error().message());
+    members.push_back(std::move(*m));
+  }
+  std::unique_ptr<gateway::Fleet> fleet;
+  if (in_fleet) {
+    std::vector<gateway::FleetMember> fm;
+    for (auto& m : members) {
+      fm.push_back({.name = m->url.text(),
+                    .gateway = m->gateway.get(),
+                    .weight = static_cast<double>(std::clamp(m->learned.facts.slots.value_or(1), 1, 1000)),
+                    .probe_now = [w = m->watch.get()] { w->probe_now(); }});
+    }
+    gateway::FleetOptions fo{.routing = *routing};
+    // New conversations strictly by load (weighted by slots): an engine above the average
+    // would evict one conversation's KV for another while others have free slots.
+    fo.router.load_factor = 1.0;
+    fo.router.rejoin_after =
+        std::max<std::chrono::milliseconds>(std::chrono::seconds(2), 2 * cfg.timing.health_interval);
+    fleet = std::make_unique<gateway::Fleet>(std::move(fm), fo);
+    fleet_ptr = fleet.get();
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    gateway::Gateway* gw = members[i]->gateway.get();
+    members[i]->watch->start(
+        [gw] { gw->on_engine_restart(); },
+        fleet ? std::function<void(bool)>([f = fleet.get(), i](bool ok) { f->report_probe(i, ok); })
+              : std::function<void(bool)>());
+  }
 
   http::HttpServerOptions http;
   http.host = cfg.listen.host;
   http.port = cfg.listen.port;
   http.max_body_bytes = cfg.max_body_bytes;
-  http.head_check = [&gw](const http::HttpRequest& head) { return gw.check_head(head); };
-  http::HttpServer front(http, [&gw](const http::HttpRequest& r, http::ResponseWriter& w) { gw.handle(r, w); });
+  gateway::Gateway& first = *members.front()->gateway;
+  http.head_check = [&first](const http::HttpRequest& head) { return first.check_head(head); };
+  http::HttpServer front(http,
+                         [&first, f = fleet.get()](const http::HttpRequest& r, http::ResponseWriter& w) {
+                           if (f) return f->handle(r, w);
+                           first.handle(r, w);
+                         });
   if (auto st = front.start(); !st) return fail(st.error().message());
-  say(fmt::format("gateway: http://{}:{}/v1  ({}; compaction {}{}; saved engine state off: the server is not kvgate's)",
-                  cfg.listen.host, front.port(), state_note, go.compaction ? "on" : "off",
-                  go.high_watermark_tokens && *go.high_watermark_tokens > 0
-                      ? fmt::format(" at {} tokens", *go.high_watermark_tokens)
-                      : std::string()));
+  const auto& go = first.options();
+  say(fmt::format(
+      "gateway: http://{}:{}/v1  ({}{}; compaction {}{}; saved engine state off: the server is not kvgate's)",
+      cfg.listen.host, front.port(),
+      in_fleet && state_dir ? "sessions kept under " + state_dir->string() : members.front()->state_note,
+      in_fleet ? fmt::format("; {} engines, routing {}", members.size(), cfg.routing.value_or("affinity"))
+               : std::string(),
+      go.compaction ? "on" : "off",
+      go.high_watermark_tokens && *go.high_watermark_tokens > 0
+          ? fmt::format(" at {} tokens", *go.high_watermark_tokens)
+          : std::string()));
   std::fflush(stderr);
   siginfo_t info{};
   for (;;) {
@@ -298,7 +420,7 @@ int run_serve(int argc, char** argv) {
     }
   }
   front.stop();
-  watch.stop();
+  for (auto& m : members) m->watch->stop();
   return kExitOk;
 }
 

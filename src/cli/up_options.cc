@@ -304,8 +304,18 @@ constexpr std::string_view kServeNames[] = {
     "queue-timeout", "upstream-timeout", "generation-timeout", "max-messages", "count-timeout",
     "compaction-timeout", "prefill-report"};
 constexpr UpOptionInfo kServeOnly[] = {
-    {"upstream", text<config<&UpConfig::upstream>>, "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or ik_llama.cpp)"},
+    {"upstream", text<config<&UpConfig::upstream>>,
+     "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or "
+     "ik_llama.cpp); repeat it (or separate by commas) for several, each conversation kept on one"},
     {"upstream-key", text<config<&UpConfig::upstream_key>>, "the API key that server wants (its --api-key)"},
+    {"conversation-header", text<config<&UpConfig::conversation_header>>,
+     "send each conversation's stable id to the upstream in this header (e.g. x-session-id for a router with "
+     "session affinity, such as vLLM's --routing-logic session)"},
+    {"conversation-field", text<config<&UpConfig::conversation_field>>,
+     "send each conversation's stable id in this field of the request body (e.g. user)"},
+    {"routing", text<config<&UpConfig::routing>>,
+     "with several upstreams: affinity (default: a conversation stays on the engine holding its cache) or "
+     "round-robin (a baseline)"},
 };
 
 bool in_set(std::string_view name, OptionSet set) {
@@ -347,6 +357,17 @@ void add_up_options(CLI::App& app, UpOptions& options, OptionSet set) {
     if (o.flag) {
       app.add_flag_callback(
           spelling, [&options, name] { options.values[name] = "on"; }, std::string(o.help));
+    } else if (name == "upstream") {  // may be repeated: the values are joined by commas
+      app.add_option_function<std::vector<std::string>>(
+             spelling,
+             [&options, name](const std::vector<std::string>& vs) {
+               std::string joined;
+               for (const auto& v : vs) joined += (joined.empty() ? "" : ",") + v;
+               options.values[name] = joined;
+             },
+             std::string(o.help))
+          ->take_all()
+          ->allow_extra_args(false);
     } else {
       app.add_option_function<std::string>(
           spelling, [&options, name](const std::string& v) { options.values[name] = v; },
@@ -370,6 +391,11 @@ Status merge_config_json(std::string_view json, std::string_view origin, UpOptio
       text = value.dump();
     } else if (value.is_null()) {
       continue;
+    } else if (key == "upstream" && value.is_array() && !value.empty()) {
+      for (const auto& u : value) {
+        if (!u.is_string()) return Error(fmt::format("{}: \"{}\" must hold strings (URLs)", origin, raw_key));
+        text += (text.empty() ? "" : ",") + u.get<std::string>();
+      }
     } else {
       return Error(fmt::format("{}: \"{}\" must be a string, number or boolean", origin, raw_key));
     }

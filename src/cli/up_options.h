@@ -98,8 +98,11 @@ struct UpConfig {
   // The gateway.
   std::optional<std::string> state_dir;  // "none": sessions in memory only
   std::optional<std::string> prefill_report;  // a bench prefill.json for the status page
-  std::optional<std::string> upstream;        // kvgate serve: the server's URL
-  std::optional<std::string> upstream_key;    // and its key
+  std::optional<std::string> upstream;        // kvgate serve: the servers' URLs, comma-separated
+  std::optional<std::string> upstream_key;    // and their key
+  std::optional<std::string> routing;         // with several: "affinity" (default) or "round-robin"
+  std::optional<std::string> conversation_header;  // sent to the upstream with each conversation's id
+  std::optional<std::string> conversation_field;   // the body field that carries it (e.g. "user")
   // Conversations' saved engine state (gateway/kv_keeper.h): the disk it may take (unset: a
   // share of the free space; 0: off) and the growth after which a turn saves (unset: measured).
   std::optional<uint64_t> kv_disk;

@@ -120,6 +120,33 @@ TEST(UpOptionsTest, ServeTakesTheGatewayOptionsAndItsUpstreamOnly) {
   EXPECT_FALSE(merge_config_json(R"({"upstream": "http://box:8080"})", "up.json", up).ok());  // up starts its own
 }
 
+TEST(UpOptionsTest, ServeTakesSeveralUpstreamsRepeatedOrAsAList) {
+  CLI::App app{"test", "kvgate serve"};
+  UpOptions o;
+  add_up_options(app, o, OptionSet::kServe);
+  std::vector<std::string> args = {"kvgate serve", "--upstream", "http://a:1",  "--upstream",
+                                   "http://b:2",   "--routing",  "round-robin", "--conversation-header",
+                                   "x-session-id"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  auto c = resolve_up_options(o);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->upstream, "http://a:1,http://b:2");
+  EXPECT_EQ(c->routing, "round-robin");
+  EXPECT_EQ(c->conversation_header, "x-session-id");
+  UpOptions file;
+  ASSERT_TRUE(merge_config_json(R"({"upstream": ["http://a:1", "http://b:2"]})", "serve.json", file,
+                                OptionSet::kServe)
+                  .ok());
+  EXPECT_EQ(resolve_up_options(file)->upstream, "http://a:1,http://b:2");
+  UpOptions bad;
+  EXPECT_FALSE(
+      merge_config_json(R"({"upstream": ["http://a:1", 7]})", "serve.json", bad, OptionSet::kServe).ok());
+  UpOptions not_up;
+  EXPECT_FALSE(merge_config_json(R"({"routing": "affinity"})", "up.json", not_up).ok());  // serve only
+}
+
 TEST(UpOptionsTest, ArgumentsRoundTrip) {
   const UpOptions a = parse({"/m.gguf", "--ctx", "8k", "--swa-full", "--no-kvu", "--api-key", "k k", "--ngl",
                              "all", "--config", "/etc/kvgate.json"});

@@ -62,6 +62,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
       admission_(admission_options(options_)) {
   tokens_.set_time_limit(options_.count_time_limit);
+  responses_ = options_.responses ? options_.responses : std::make_shared<ResponseStore>();
   // A model summary is a continuation of the view: one larger than the context cannot be sent.
   auto& co = options_.compaction_options;
   if (co.summary_prompt_limit == 0 && options_.context_tokens) co.summary_prompt_limit = *options_.context_tokens;
@@ -168,13 +169,12 @@ std::string error_body(std::string_view path, const ApiError& error) {
   return util::json_text(wire::anthropic_error_body(anthropic_error_of(error)));
 }
 
-// An error answer before any route's adapter took the request, in the shape its path's API reads.
+}  // namespace
+
 void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error) {
   if (anthropic_path(path)) return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
   send_api_error(writer, error);
 }
-
-}  // namespace
 
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {
   HeadVerdict v{.authenticated = authorised(head)};

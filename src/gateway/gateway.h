@@ -140,7 +140,20 @@ struct GatewayOptions {
   std::function<nlohmann::json()> engine_report;
   // The last `kvgate bench prefill` report (its prefill.json), shown on the status page.
   nlohmann::json bench_prefill;
+  // Gateways of one fleet (fleet.h) share the stored Responses answers, so a continuation by
+  // previous_response_id works on any engine; none: the gateway keeps its own.
+  std::shared_ptr<ResponseStore> responses;
+  // Each turn's engine request carries the conversation's id (its session id, stable across
+  // turns) in this body field (e.g. "user"), and in the endpoint's conversation_header: a
+  // router in front of several engines keeps the conversation where its KV is. Empty: none.
+  std::string conversation_field;
+  // Told, on the request's thread, the id of each Responses answer stored.
+  std::function<void(const std::string& id)> on_response_stored;
 };
+
+// An error answer before any route's adapter took the request, in the shape its path's API
+// reads (Anthropic's on /v1/messages routes, OpenAI's elsewhere).
+void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error);
 
 class Gateway {
  public:
@@ -277,7 +290,8 @@ class Gateway {
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
   std::unique_ptr<SessionStore> store_;
-  ResponseStore responses_;  // for previous_response_id; written through to store_ once open
+  std::shared_ptr<ResponseStore>
+      responses_;  // for previous_response_id; written through to a store once open
   std::unique_ptr<KvKeeper> kv_;
   std::atomic<bool> store_failing_{false};  // the last save failed
   std::mutex unsaved_mu_;

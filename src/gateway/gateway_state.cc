@@ -32,7 +32,7 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
 Status Gateway::open_store(const std::filesystem::path& path) {
   KV_ASSIGN_OR_RETURN(store_, SessionStore::open(path));
   SessionStore* store = store_.get();
-  responses_.attach(store);
+  responses_->attach(store);
   // A lookup that fails (the store is locked by another process, or unreadable) pauses
   // lookups for a moment: a request's recognition tries up to ~20 keys, and each must not
   // wait for the lock again. Meanwhile only sessions in memory are recognised.

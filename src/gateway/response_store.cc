@@ -6,7 +6,7 @@ namespace kvgate::gateway {
 
 void ResponseStore::attach(session::SessionStore* store) {
   std::lock_guard lock(mu_);
-  store_ = store;
+  if (!store_) store_ = store;
 }
 
 void ResponseStore::remember(const std::string& id, session::StoredResponse r) {

@@ -27,7 +27,8 @@ class ResponseStore {
   explicit ResponseStore(size_t max_in_memory = 2048, int64_t keep_on_disk = 20000)
       : max_in_memory_(max_in_memory), keep_on_disk_(keep_on_disk) {}
 
-  // Write-through to `store` from now on (it outlives this object).
+  // Write-through to `store` from now on (it outlives this object). The first store attached
+  // stays (gateways of one fleet share this object, and the first to open a store writes it).
   void attach(session::SessionStore* store);
   // Keeps `r` under `id`; a store that fails to save is logged (the memory copy remains).
   void put(const std::string& id, session::StoredResponse r);

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include <fmt/format.h>
+#include <xxhash.h>
 
 #include "gateway/turn_steps.h"
 #include "session/normalize.h"
@@ -142,6 +143,10 @@ ApiStatus Turn::bind() {
   slot_ = acquired.first;
   reassigned_ = acquired.second;
   json& body = req_.body;
+  // What the engine side sees of the conversation: a stable hash of its session, which says
+  // nothing of the client's id or key and is safe in a header.
+  tag_.emplace(fmt::format("kvg-{:016x}", XXH3_64bits(session_->id.data(), session_->id.size())));
+  if (!options_.conversation_field.empty()) body[options_.conversation_field] = *ConversationTag::current();
   body["id_slot"] = slot_;
   body["cache_prompt"] = true;
   if (!body.contains("seed") || !body["seed"].is_number_integer()) body["seed"] = next_seed();

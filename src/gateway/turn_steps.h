@@ -153,6 +153,7 @@ class Turn {
   std::string cause_detail_;
   // 4.
   int slot_ = 0;
+  std::optional<ConversationTag> tag_;  // from bind(): the engine requests carry the session's id
   bool reassigned_ = false;
   // 5.
   nlohmann::json view_;

@@ -172,6 +172,22 @@ TEST(TurnTest, ASecondTurnContinuesTheSessionAndExtendsWhatTheEngineWasSent) {
   EXPECT_FALSE(last->prefix_break);
 }
 
+TEST(TurnTest, TheConversationFieldCarriesAStableIdPerConversationThatRevealsNothingOfIt) {
+  Fixture f(GatewayOptions{.conversation_field = "user"});
+  (void)f.turn({{"messages", json::array({user("hello")})}});
+  (void)f.turn({{"messages", json::array({user("hello"), assistant("reply 1"), user("more")})}});
+  (void)f.turn({{"messages", json::array({user("another conversation")})}, {"user", "alice"}});
+  const auto bodies = f.chat_bodies();
+  ASSERT_EQ(bodies.size(), 3u);
+  ASSERT_TRUE(bodies[0]["user"].is_string()) << bodies[0].dump();
+  EXPECT_EQ(bodies[0]["user"], bodies[1]["user"]);
+  EXPECT_NE(bodies[0]["user"], bodies[2]["user"]);
+  const std::string id = bodies[2]["user"];
+  EXPECT_TRUE(id.starts_with("kvg-")) << id;
+  EXPECT_EQ(id.find("alice"), std::string::npos);
+  EXPECT_FALSE(ConversationTag::current());  // the turn's tag ended with it
+}
+
 TEST(TurnTest, PastTheHighWatermarkTheConversationIsCompactedBeforeItIsSent) {
   GatewayOptions o;
   o.context_tokens = 8000;

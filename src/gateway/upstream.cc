@@ -19,8 +19,15 @@ std::chrono::milliseconds since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
 }
 
+thread_local const ConversationTag* current_tag = nullptr;
+
 std::unique_ptr<httplib::Client> make_client(const EngineEndpoint& ep, std::chrono::milliseconds read_timeout) {
-  return http::make_client(ep.host, ep.port, {.read_timeout = read_timeout, .bearer_token = ep.api_key});
+  auto c = http::make_client(ep.host, ep.port, {.read_timeout = read_timeout, .bearer_token = ep.api_key});
+  const std::string* conversation = ConversationTag::current();
+  if (!ep.conversation_header.empty() && conversation != nullptr) {
+    c->set_default_headers({{ep.conversation_header, *conversation}});
+  }
+  return c;
 }
 
 // `silent_for`: how long the connection had been silent when the read failed; `timeout`: the
@@ -53,6 +60,12 @@ UpstreamError unavailable(const EngineEndpoint& ep) {
 }
 
 }  // namespace
+
+ConversationTag::ConversationTag(std::string id) : id_(std::move(id)), outer_(current_tag) {
+  current_tag = this;
+}
+ConversationTag::~ConversationTag() { current_tag = outer_; }
+const std::string* ConversationTag::current() { return current_tag != nullptr ? &current_tag->id_ : nullptr; }
 
 void CancelScope::cancel() {
   cancelled_ = true;

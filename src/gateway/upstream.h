@@ -38,6 +38,24 @@ struct EngineEndpoint {
   bool available = true;
   std::string state = "ready";  // supervisor state, for messages
   int retry_after_s = 5;
+  // When set, requests made for a conversation (ConversationTag) carry its id in this header,
+  // for a router in front of several engines that keeps a session on one (docs/SCALING.md).
+  std::string conversation_header;
+};
+
+// The conversation the calling thread works for (kvgate's session id), while the tag lives.
+// Tags nest: the innermost is current.
+class ConversationTag {
+ public:
+  explicit ConversationTag(std::string id);
+  ~ConversationTag();
+  ConversationTag(const ConversationTag&) = delete;
+  ConversationTag& operator=(const ConversationTag&) = delete;
+  static const std::string* current();  // nullptr when no tag lives on this thread
+
+ private:
+  std::string id_;
+  const ConversationTag* outer_;
 };
 
 using EndpointProvider = std::function<EngineEndpoint()>;

@@ -106,7 +106,7 @@ ApiResult<json> Gateway::previous_messages(const wire::ClientJson& body, const s
   if (prev == body.end() || prev->is_null()) return json::array();
   if (!prev->is_string()) return bad_request("previous_response_id must be a string", "previous_response_id");
   const std::string id = prev->get<std::string>();
-  auto stored = responses_.get(id, scope);
+  auto stored = responses_->get(id, scope);
   if (!stored) {
     ApiError e = bad_request(fmt::format("Previous response with id '{}' not found.", id.substr(0, 200)),
                              "previous_response_id", "previous_response_not_found");
@@ -139,10 +139,11 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
     adapter.on_final([&](const wire::ClientJson& response) {
       json messages = adapter.conversion().history;
       for (auto& m : wire::output_to_chat_messages(response)) messages.push_back(std::move(m));
-      responses_.put(adapter.id(), {.scope = scope,
-                                    .created = adapter.created_at(),
-                                    .response = util::json_text(response),
-                                    .messages = util::json_text(messages)});
+      responses_->put(adapter.id(), {.scope = scope,
+                                     .created = adapter.created_at(),
+                                     .response = util::json_text(response),
+                                     .messages = util::json_text(messages)});
+      if (options_.on_response_stored) options_.on_response_stored(adapter.id());
     });
   }
   run_turn(adapter.input(request, scope), adapter);
@@ -164,7 +165,7 @@ void Gateway::response_input_tokens(const HttpRequest& request, ResponseWriter& 
 
 void Gateway::get_response(const HttpRequest& request, ResponseWriter& writer) {
   const std::string id = request.path.substr(std::string_view("/v1/responses/").size());
-  auto stored = responses_.get(id, caller_scope(request).value_or(Session::kOpenScope));
+  auto stored = responses_->get(id, caller_scope(request).value_or(Session::kOpenScope));
   if (!stored) {
     ApiError e = not_found(fmt::format("Response with id '{}' not found.", id.substr(0, 200)));
     e.type = "invalid_request_error";  // as OpenAI's API answers it

@@ -49,25 +49,31 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // Given to a handler to answer one request. Exactly one of send() or begin_stream() … end
 // is used; a handler that returns without answering gets a 500.
+//
+// The answering members are virtual so that a handler in front of other handlers (the Fleet,
+// fleet.h) can hold back or capture what they answer; HttpServer uses this class itself.
 class ResponseWriter {
  public:
   ResponseWriter(int fd, bool keep_alive, bool http10 = false)
       : fd_(fd), keep_alive_(keep_alive && !http10), http10_(http10) {}
+  virtual ~ResponseWriter() = default;
+  ResponseWriter(const ResponseWriter&) = delete;
+  ResponseWriter& operator=(const ResponseWriter&) = delete;
 
   // An answer to HEAD: send() writes the head (with the body's Content-Length) without the body.
   void set_head_only(bool head_only) { head_only_ = head_only; }
   // A complete answer with Content-Length. Returns false if the client is gone.
-  bool send(int status, const HeaderList& headers, std::string_view body);
+  virtual bool send(int status, const HeaderList& headers, std::string_view body);
   // Starts a chunked answer; then write() pieces and end(). Each returns false once the
   // client is gone (later calls do nothing).
-  bool begin_stream(int status, const HeaderList& headers);
-  bool write(std::string_view data);
-  bool end();
+  virtual bool begin_stream(int status, const HeaderList& headers);
+  virtual bool write(std::string_view data);
+  virtual bool end();
 
   // Non-blocking check: has the client closed its side or reset the connection?
-  bool client_gone();
-  bool answered() const { return state_ != State::kIdle; }
-  int status() const { return status_; }
+  virtual bool client_gone();
+  virtual bool answered() const { return state_ != State::kIdle; }
+  virtual int status() const { return status_; }
   uint64_t bytes_written() const { return bytes_written_; }
   bool keep_alive() const { return keep_alive_ && !broken_; }
 

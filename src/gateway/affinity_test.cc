@@ -1,0 +1,152 @@
+#include "gateway/affinity.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/fleet_writers.h"
+
+namespace kvgate::gateway {
+namespace {
+
+using nlohmann::json;
+
+http::HttpRequest post(const std::string& path, const json& body, const std::string& key = "") {
+  http::HttpRequest r;
+  r.method = "POST";
+  r.path = path;
+  r.body = body.dump();
+  if (!key.empty()) r.headers.emplace_back("authorization", "Bearer " + key);
+  return r;
+}
+
+json chat(std::initializer_list<std::pair<const char*, std::string>> msgs) {
+  json m = json::array();
+  for (const auto& [role, content] : msgs) m.push_back({{"role", role}, {"content", content}});
+  return {{"messages", m}};
+}
+
+const std::string kSystem = "You are a helpful agent with many tools and a long prompt.";
+std::string said(int i) { return "message number " + std::to_string(i) + " says something long enough"; }
+
+TEST(AffinityClues, SystemPromptsAndShortMessagesAreNotFingerprinted) {
+  const json body = chat({{"system", kSystem}, {"user", said(1)}, {"assistant", "ok"}, {"user", said(2)}});
+  const auto c = clues_of(post("/v1/chat/completions", body), body);
+  EXPECT_EQ(c.fingerprints.size(), 2u);
+  EXPECT_FALSE(c.name);
+  const json only_system = chat({{"system", kSystem}, {"user", "hi"}});
+  EXPECT_TRUE(clues_of(post("/v1/chat/completions", only_system), only_system).fingerprints.empty());
+}
+
+TEST(AffinityClues, TheSameMessagesUnderAnotherKeyAreOtherFingerprints) {
+  const json body = chat({{"user", said(1)}});
+  const auto a = clues_of(post("/v1/chat/completions", body, "key-a"), body);
+  const auto b = clues_of(post("/v1/chat/completions", body, "key-b"), body);
+  ASSERT_EQ(a.fingerprints.size(), 1u);
+  ASSERT_EQ(b.fingerprints.size(), 1u);
+  EXPECT_NE(a.fingerprints[0], b.fingerprints[0]);
+}
+
+TEST(AffinityClues, NamesAndPreviousResponsesAreClues) {
+  json body = chat({{"user", said(1)}});
+  body["prompt_cache_key"] = "conv-7";
+  auto c = clues_of(post("/v1/chat/completions", body), body);
+  ASSERT_TRUE(c.name);
+  auto r = post("/v1/chat/completions", chat({{"user", said(1)}}));
+  r.headers.emplace_back("x-session-id", "conv-7");
+  EXPECT_NE(*clues_of(r, chat({{"user", said(1)}})).name,
+            *c.name);  // header and cache key are different names
+  const json resp = {{"input", said(3)}, {"previous_response_id", "resp_1"}};
+  c = clues_of(post("/v1/responses", resp), resp);
+  EXPECT_EQ(c.previous_response, "resp_1");
+  EXPECT_EQ(c.fingerprints.size(), 1u);
+  const json anthropic = {{"system", kSystem},
+                          {"messages", json::array({{{"role", "user"}, {"content", said(4)}}})}};
+  EXPECT_EQ(clues_of(post("/v1/messages", anthropic), anthropic).fingerprints.size(), 1u);
+}
+
+TEST(AffinityClues, ACompletionPromptIsFingerprintedByItsPrefixBlocks) {
+  const std::string prompt(3000, 'x');
+  const json a = {{"prompt", prompt}};
+  const json b = {{"prompt", prompt + std::string(1200, 'y')}};
+  const auto ca = clues_of(post("/v1/completions", a), a);
+  const auto cb = clues_of(post("/v1/completions", b), b);
+  ASSERT_EQ(ca.fingerprints.size(), 2u);
+  ASSERT_EQ(cb.fingerprints.size(), 4u);
+  EXPECT_EQ(ca.fingerprints[1], cb.fingerprints[1]);
+}
+
+std::vector<uint64_t> fps(std::initializer_list<uint64_t> v) { return v; }
+
+TEST(AffinityIndexTest, AnAppendingOrSlidingClientIsFoundByMostOfItsMessages) {
+  AffinityIndex index;
+  index.record("a", fps({1, 2, 3, 4}));
+  index.record("b", fps({10, 11}));
+  EXPECT_EQ(index.find(fps({1, 2, 3, 4, 5})), "a");  // appended
+  EXPECT_EQ(index.find(fps({3, 4, 5, 6})), "a");     // the window slid
+  EXPECT_EQ(index.find(fps({10, 4, 11})), "b");      // most votes
+  EXPECT_EQ(index.find(fps({4, 10})), "a");          // a tie: the oldest message's
+  EXPECT_FALSE(index.find(fps({7, 8})));
+  EXPECT_FALSE(index.find({}));
+}
+
+TEST(AffinityIndexTest, AFingerprintBelongsToItsNewestConversation) {
+  AffinityIndex index;
+  index.record("a", fps({1, 2}));
+  index.record("b", fps({2, 3}));
+  EXPECT_EQ(index.find(fps({2})), "b");
+  EXPECT_EQ(index.find(fps({1})), "a");
+}
+
+TEST(AffinityIndexTest, TheLeastRecentlyUsedConversationIsForgotten) {
+  AffinityIndex index(2, 3);
+  EXPECT_TRUE(index.record("a", fps({1})).empty());
+  EXPECT_TRUE(index.record("b", fps({2})).empty());
+  EXPECT_TRUE(index.record("a", fps({4})).empty());  // a is used again
+  EXPECT_EQ(index.record("c", fps({3})), std::vector<std::string>{"b"});
+  EXPECT_FALSE(index.find(fps({2})));
+  EXPECT_EQ(index.conversations(), 2u);
+  index.record("a", fps({5, 6, 7}));  // its oldest fingerprints beyond 3 are dropped
+  EXPECT_FALSE(index.find(fps({1})));
+  EXPECT_EQ(index.find(fps({5})), "a");
+}
+
+TEST(FleetWriters, AnEngineFailureIsHeldOnlyWhileAnotherEngineMayServe) {
+  http::ResponseWriter nowhere(-1, false);
+  CapturedAnswer client(nowhere);
+  FailoverWriter held(client, true);
+  EXPECT_TRUE(held.send(503, {{"Retry-After", "2"}}, "{}"));
+  EXPECT_TRUE(held.held());
+  EXPECT_TRUE(held.answered());
+  EXPECT_EQ(held.status(), 503);
+  EXPECT_FALSE(client.answered());
+  held.take_held().send_to(client);
+  EXPECT_EQ(client.status(), 503);
+
+  CapturedAnswer last_client(nowhere);
+  FailoverWriter last(last_client, false);
+  last.send(502, {}, "{}");
+  EXPECT_FALSE(last.held());
+  EXPECT_EQ(last_client.status(), 502);
+
+  CapturedAnswer ok_client(nowhere);
+  FailoverWriter ok(ok_client, true);
+  ok.send(200, {}, "fine");
+  EXPECT_FALSE(ok.held());
+  EXPECT_EQ(ok_client.held().body, "fine");
+}
+
+TEST(FleetWriters, PrometheusTextsAreMergedByFamilyWithAnUpstreamLabel) {
+  const std::string a =
+      "# HELP kvgate_x Things.\n# TYPE kvgate_x counter\nkvgate_x{kind=\"k\"} 1\n"
+      "# TYPE kvgate_y gauge\nkvgate_y 2\n";
+  const std::string b = "# HELP kvgate_x Things.\n# TYPE kvgate_x counter\nkvgate_x{kind=\"k\"} 3\n";
+  const std::string merged = merge_prometheus({{"http://a:1", a}, {"http://b:2", b}});
+  EXPECT_EQ(merged,
+            "# HELP kvgate_x Things.\n# TYPE kvgate_x counter\n"
+            "kvgate_x{upstream=\"http://a:1\",kind=\"k\"} 1\n"
+            "kvgate_x{upstream=\"http://b:2\",kind=\"k\"} 3\n"
+            "# TYPE kvgate_y gauge\n"
+            "kvgate_y{upstream=\"http://a:1\"} 2\n");
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

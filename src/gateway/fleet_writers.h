@@ -1,0 +1,75 @@
+// The Fleet's (fleet.h) writers: what a member gateway answers, held back or captured.
+//
+//   FailoverWriter  passes everything to the client's writer, except a whole 502 or 503
+//                   answer (the engine could not be reached, nothing was sent yet), which it
+//                   holds when another engine may still serve the request.
+//   CapturedAnswer  keeps the whole answer (for routes whose answers the Fleet gathers).
+//
+// merge_prometheus joins the members' Prometheus texts into one: each family once, with
+// every member's samples labelled upstream="NAME".
+//
+// Thread-safety: a writer is used by one request's thread (client_gone() asks the client's
+// writer, which may be polled from the turn's watch thread as before).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "http/http_server.h"
+
+namespace kvgate::gateway {
+
+struct HeldAnswer {
+  int status = 0;
+  http::HeaderList headers;
+  std::string body;
+  void send_to(http::ResponseWriter& writer) const { writer.send(status, headers, body); }
+};
+
+class FailoverWriter final : public http::ResponseWriter {
+ public:
+  FailoverWriter(http::ResponseWriter& client, bool may_hold)
+      : http::ResponseWriter(-1, false), client_(client), may_hold_(may_hold) {}
+  bool send(int status, const http::HeaderList& headers, std::string_view body) override;
+  bool begin_stream(int status, const http::HeaderList& headers) override {
+    return client_.begin_stream(status, headers);
+  }
+  bool write(std::string_view data) override { return client_.write(data); }
+  bool end() override { return client_.end(); }
+  bool client_gone() override { return client_.client_gone(); }
+  bool answered() const override { return held_.has_value() || client_.answered(); }
+  int status() const override { return held_ ? held_->status : client_.status(); }
+
+  bool held() const { return held_.has_value(); }
+  HeldAnswer take_held() { return std::move(*held_); }
+
+ private:
+  http::ResponseWriter& client_;
+  const bool may_hold_;
+  std::optional<HeldAnswer> held_;
+};
+
+class CapturedAnswer final : public http::ResponseWriter {
+ public:
+  explicit CapturedAnswer(http::ResponseWriter& client) : http::ResponseWriter(-1, false), client_(client) {}
+  bool send(int status, const http::HeaderList& headers, std::string_view body) override;
+  bool begin_stream(int status, const http::HeaderList& headers) override;
+  bool write(std::string_view data) override;
+  bool end() override { return answered_; }
+  bool client_gone() override { return client_.client_gone(); }
+  bool answered() const override { return answered_; }
+  int status() const override { return answer_.status; }
+  const HeldAnswer& held() const { return answer_; }
+
+ private:
+  http::ResponseWriter& client_;
+  bool answered_ = false;
+  HeldAnswer answer_;
+};
+
+// `texts`: (member name, its Prometheus text) in the members' order.
+std::string merge_prometheus(const std::vector<std::pair<std::string, std::string>>& texts);
+
+}  // namespace kvgate::gateway
