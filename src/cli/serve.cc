@@ -58,13 +58,15 @@ struct UpstreamUrl {
 Result<UpstreamUrl> parse_upstream_url(const std::string& url) {
   const std::string scheme = "http://";
   if (url.rfind("https://", 0) == 0) {
-    return Error(fmt::format("--upstream {}: https is not supported; serve next to the server, or through a tunnel", url));
+    return Error(fmt::format(
+        "--upstream {}: https is not supported; serve next to the server, or through a tunnel", url));
   }
   if (url.rfind(scheme, 0) != 0) return Error(fmt::format("--upstream '{}': expected http://HOST:PORT", url));
   std::string rest = url.substr(scheme.size());
   if (!rest.empty() && rest.back() == '/') rest.pop_back();
   if (rest.find('/') != std::string::npos) {
-    return Error(fmt::format("--upstream {}: give the server's address without a path (http://HOST:PORT)", url));
+    return Error(
+        fmt::format("--upstream {}: give the server's address without a path (http://HOST:PORT)", url));
   }
   auto addr = parse_listen(rest);
   if (!addr || rest.find(':') == std::string::npos) {
@@ -97,7 +99,8 @@ Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std
     auto h = c.Get("/health");
     if (h && h->status == 200) break;
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Error(fmt::format("{} did not answer GET /health with 200 within {} s ({})", u.text(), wait.count(),
+      return Error(fmt::format("{} did not answer GET /health with 200 within {} s ({})", u.text(),
+                               wait.count(),
                                h ? fmt::format("last answer {}", h->status) : httplib::to_string(h.error())));
     }
     if (!told) say(fmt::format("waiting for {} to answer /health ...", u.text()));
@@ -106,18 +109,22 @@ Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std
   }
   Learned l;
   auto props = c.Get("/props");
-  if (props && props->status == 401) return Error(fmt::format("{} refused the key (401): give --upstream-key", u.text()));
-  l.facts = gateway::read_props(props && props->status == 200 ? json::parse(props->body, nullptr, false) : json());
+  if (props && props->status == 401)
+    return Error(fmt::format("{} refused the key (401): give --upstream-key", u.text()));
+  l.facts =
+      gateway::read_props(props && props->status == 200 ? json::parse(props->body, nullptr, false) : json());
   const json probe = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
   auto rendered = c.Post("/apply-template", probe.dump(), "application/json");
-  l.exact_counts = rendered && rendered->status == 200 && rendered->body.find("\"prompt\"") != std::string::npos;
+  l.exact_counts =
+      rendered && rendered->status == 200 && rendered->body.find("\"prompt\"") != std::string::npos;
   return l;
 }
 
 // Probes the server's /health and keeps its state for the gateway's endpoint provider.
 class UpstreamWatch {
  public:
-  UpstreamWatch(UpstreamUrl url, std::string key, std::chrono::milliseconds interval, std::chrono::milliseconds timeout)
+  UpstreamWatch(UpstreamUrl url, std::string key, std::chrono::milliseconds interval,
+                std::chrono::milliseconds timeout)
       : url_(std::move(url)), key_(std::move(key)), interval_(interval), timeout_(timeout) {}
   ~UpstreamWatch() { stop(); }
 
@@ -161,15 +168,16 @@ class UpstreamWatch {
       if (was && !ok) {
         ++outages_;
         say(fmt::format("{} is not answering /health ({}): requests wait for it", url_.text(),
-                        r                                           ? fmt::format("HTTP {}", r->status)
+                        r                                         ? fmt::format("HTTP {}", r->status)
                         : r.error() == httplib::Error::Connection ? std::string("no connection")
-                                                                    : httplib::to_string(r.error())));
+                                                                  : httplib::to_string(r.error())));
       } else if (!was && ok) {
         say(fmt::format("{} answers again: its cache is taken as lost", url_.text()));
         on_back();
       }
       lock.lock();
-      cv_.wait_for(lock, ok ? interval_ : std::min<std::chrono::milliseconds>(interval_, std::chrono::seconds(1)),
+      cv_.wait_for(lock,
+                   ok ? interval_ : std::min<std::chrono::milliseconds>(interval_, std::chrono::seconds(1)),
                    [this] { return stopping_; });
     }
   }
@@ -186,9 +194,12 @@ class UpstreamWatch {
 };
 
 std::string describe(const gateway::UpstreamFacts& f) {
-  std::string fork = !f.fork ? "a server of unknown fork" : *f.fork == plan::Fork::kIk ? "ik_llama.cpp" : "mainline llama.cpp";
+  std::string fork = !f.fork                      ? "a server of unknown fork"
+                     : *f.fork == plan::Fork::kIk ? "ik_llama.cpp"
+                                                  : "mainline llama.cpp";
   if (!f.build.empty()) fork += " " + f.build;
-  const std::string slots = f.slots ? fmt::format("{} slot{}", *f.slots, *f.slots == 1 ? "" : "s") : "slots unknown";
+  const std::string slots =
+      f.slots ? fmt::format("{} slot{}", *f.slots, *f.slots == 1 ? "" : "s") : "slots unknown";
   const std::string ctx = f.n_ctx_slot ? fmt::format("{} tokens each", *f.n_ctx_slot) : "context unknown";
   return fmt::format("{}, {} of {}{}", fork, slots, ctx, f.model.empty() ? "" : ", model " + f.model);
 }
@@ -296,6 +307,25 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
   return m;
 }
 
+// The fleet in front of several members (gateway/fleet.h).
+std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Member>>& members,
+                                           const UpConfig& cfg, gateway::Routing routing) {
+  std::vector<gateway::FleetMember> fm;
+  for (const auto& m : members) {
+    fm.push_back({.name = m->url.text(),
+                  .gateway = m->gateway.get(),
+                  .weight = static_cast<double>(std::clamp(m->learned.facts.slots.value_or(1), 1, 1000)),
+                  .probe_now = [w = m->watch.get()] { w->probe_now(); }});
+  }
+  gateway::FleetOptions fo{.routing = routing};
+  // New conversations strictly by load (weighted by slots): an engine above the average
+  // would evict one conversation's KV for another while others have free slots.
+  fo.router.load_factor = 1.0;
+  fo.router.rejoin_after =
+      std::max<std::chrono::milliseconds>(std::chrono::seconds(2), 2 * cfg.timing.health_interval);
+  return std::make_unique<gateway::Fleet>(std::move(fm), fo);
+}
+
 }  // namespace
 
 int run_serve(int argc, char** argv) {
@@ -324,9 +354,10 @@ int run_serve(int argc, char** argv) {
   if (!routing)
     return fail(fmt::format("--routing '{}': expected affinity or round-robin", *cfg.routing), kExitUsage);
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
-    return fail(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
-                            cfg.listen.host),
-                kExitUsage);
+    return fail(
+        fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                    cfg.listen.host),
+        kExitUsage);
   }
   const std::string listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
   std::vector<std::string> lock_names = {"listen " + listen};
@@ -361,24 +392,8 @@ int run_serve(int argc, char** argv) {
     if (!m) return fail(m.error().message());
     members.push_back(std::move(*m));
   }
-  std::unique_ptr<gateway::Fleet> fleet;
-  if (in_fleet) {
-    std::vector<gateway::FleetMember> fm;
-    for (auto& m : members) {
-      fm.push_back({.name = m->url.text(),
-                    .gateway = m->gateway.get(),
-                    .weight = static_cast<double>(std::clamp(m->learned.facts.slots.value_or(1), 1, 1000)),
-                    .probe_now = [w = m->watch.get()] { w->probe_now(); }});
-    }
-    gateway::FleetOptions fo{.routing = *routing};
-    // New conversations strictly by load (weighted by slots): an engine above the average
-    // would evict one conversation's KV for another while others have free slots.
-    fo.router.load_factor = 1.0;
-    fo.router.rejoin_after =
-        std::max<std::chrono::milliseconds>(std::chrono::seconds(2), 2 * cfg.timing.health_interval);
-    fleet = std::make_unique<gateway::Fleet>(std::move(fm), fo);
-    fleet_ptr = fleet.get();
-  }
+  std::unique_ptr<gateway::Fleet> fleet = in_fleet ? make_fleet(members, cfg, *routing) : nullptr;
+  fleet_ptr = fleet.get();
   for (size_t i = 0; i < members.size(); ++i) {
     gateway::Gateway* gw = members[i]->gateway.get();
     members[i]->watch->start(
