@@ -155,8 +155,12 @@ void Fleet::conversation(const HttpRequest& request, ResponseWriter& writer) {
     members_[i].gateway->handle(request, out);
     serving_key = nullptr;
     if (!out.held()) {
-      if (options_.routing == Routing::kAffinity && out.status() >= 200 && out.status() < 300)
+      const bool answered = out.status() >= 200 && out.status() < 300;
+      if (options_.routing == Routing::kAffinity && answered) {
         remember(key, clues);
+      } else if (!answered && std::string_view(how) == "new") {
+        router_.forget(key);  // a refused first request leaves no conversation to keep
+      }
       return;
     }
     // Its engine could not be reached before anything was answered: take it out, try the next.
@@ -170,6 +174,7 @@ void Fleet::conversation(const HttpRequest& request, ResponseWriter& writer) {
     util::log_event(util::LogLevel::kWarn, "upstream_failover",
                     {{"upstream", members_[i].name}, {"status", held->status}, {"attempt", attempt + 1}});
   }
+  if (std::string_view(how) == "new") router_.forget(key);
   if (held) return held->send_to(writer);
   send_error_for(request.path, writer, unavailable("no engine is up; retry shortly", 2));
 }
