@@ -10,7 +10,7 @@
 //  - One engine SIGKILLed while turns run: no turn fails, its conversations are served by the
 //    others, and after it is started again it is routed to again.
 #include <chrono>
-#include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -24,8 +24,8 @@
 #include "bench/engine_queries.h"
 #include "bench/http_client.h"
 #include "engine/pinned.h"
-#include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engine_e2e.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
@@ -33,7 +33,6 @@
 namespace kvgate::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -113,17 +112,9 @@ class Workload {
 class FleetE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           fmt::format("kvgate_fleet_e2e_{}_{}", ::getpid(),
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    auto vocab_path = engine::vocab_file("qwen2");
-    ASSERT_TRUE(vocab_path.ok());
-    auto vocab = gguf::File::open(*vocab_path);
-    ASSERT_TRUE(vocab.ok());
-    model_ = dir_ / "m.gguf";
-    ASSERT_TRUE(gguf::synthesize(*gguf::synth_defaults("qwen3"), &*vocab, model_).ok());
+    auto model = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "fleet");
+    ASSERT_TRUE(model.ok()) << model.error().message();
+    model_.emplace(std::move(*model));
     for (int i = 0; i < kEngines; ++i) {
       auto p = util::pick_free_port();
       ASSERT_TRUE(p.ok());
@@ -136,7 +127,6 @@ class FleetE2eTest : public ::testing::Test {
     for (auto& e : engines_) {
       if (e) e->stop();
     }
-    fs::remove_all(dir_);
   }
 
   // A pinned llama-server with four slots of 8192 tokens (conversations of one engine do not
@@ -146,7 +136,7 @@ class FleetE2eTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.error().message();
     std::vector<std::string> argv = {server->string(),
                                      "-m",
-                                     model_.string(),
+                                     model_->path().string(),
                                      "-c",
                                      "32768",
                                      "-np",
@@ -220,8 +210,7 @@ class FleetE2eTest : public ::testing::Test {
     return "You are a careful coding agent. " + bench::make_text(rng, bench::TextKind::kProse, 300);
   }
 
-  fs::path dir_;
-  fs::path model_;
+  std::optional<testing::TempModel> model_;
   std::vector<uint16_t> ports_;
   std::vector<std::unique_ptr<util::Subprocess>> engines_;
 };

@@ -72,7 +72,7 @@ RequestClues clues_of(const http::HttpRequest& request, const json& body) {
   RequestClues c;
   if (!body.is_object()) return c;
   const uint64_t seed = scope_seed(request);
-  const std::string scope = std::to_string(seed);
+  c.scope = std::to_string(seed);
   const bool chat = request.path == "/v1/chat/completions";
   const bool anthropic = request.path == "/v1/messages";
   const bool responses = request.path == "/v1/responses";
@@ -86,9 +86,9 @@ RequestClues clues_of(const http::HttpRequest& request, const json& body) {
       named = cache_key_conversation(key->get_ref<const std::string&>());
     }
   }
-  if (named) c.name = scope + "\x1f" + named->id;
+  if (named) c.name = c.scope + "\x1f" + named->id;
   if (auto prev = body.find("previous_response_id"); responses && prev != body.end() && prev->is_string()) {
-    c.previous_response = prev->get<std::string>();
+    c.previous_response = c.scope + "\x1f" + prev->get<std::string>();
   }
   std::unordered_set<uint64_t> seen;
   if (chat || anthropic || responses) {

@@ -43,8 +43,9 @@ namespace kvgate::gateway {
 inline constexpr size_t kMinFingerprintBytes = 24;
 
 struct RequestClues {
+  std::string scope;                             // of the key the request presents (a hash)
   std::optional<std::string> name;               // routing key of a named conversation
-  std::optional<std::string> previous_response;  // Responses: previous_response_id
+  std::optional<std::string> previous_response;  // Responses: scope + previous_response_id
   std::vector<uint64_t> fingerprints;            // of its messages, oldest first, no repeats
 };
 

@@ -56,7 +56,10 @@ TEST(AffinityClues, NamesAndPreviousResponsesAreClues) {
             *c.name);  // header and cache key are different names
   const json resp = {{"input", said(3)}, {"previous_response_id", "resp_1"}};
   c = clues_of(post("/v1/responses", resp), resp);
-  EXPECT_EQ(c.previous_response, "resp_1");
+  ASSERT_TRUE(c.previous_response);
+  EXPECT_TRUE(c.previous_response->ends_with("\x1fresp_1")) << *c.previous_response;
+  // Under another key the same id is another clue: it never leads to that key's conversation.
+  EXPECT_NE(*clues_of(post("/v1/responses", resp, "key-b"), resp).previous_response, *c.previous_response);
   EXPECT_EQ(c.fingerprints.size(), 1u);
   const json anthropic = {{"system", kSystem},
                           {"messages", json::array({{{"role", "user"}, {"content", said(4)}}})}};

@@ -21,8 +21,14 @@ bool is_conversation_route(const HttpRequest& r) {
                                 r.path == "/v1/responses" || r.path == "/v1/completions");
 }
 
-// The conversation whose request this thread is serving (for Fleet::response_stored).
-thread_local const std::string* serving_key = nullptr;
+// The conversation whose request this thread is serving, and the scope of its key (for
+// Fleet::response_stored: a stored response leads back to its conversation only under the
+// key that stored it).
+struct Serving {
+  const std::string* key = nullptr;
+  const std::string* scope = nullptr;
+};
+thread_local Serving serving;
 
 std::vector<Router::Upstream> router_upstreams(const std::vector<FleetMember>& members) {
   std::vector<Router::Upstream> out;
@@ -82,22 +88,23 @@ size_t Fleet::first_up() const {
 
 std::string Fleet::conversation_key(const RequestClues& clues, const char*& how) {
   std::lock_guard lock(mu_);
-  if (clues.previous_response) {
-    if (auto it = response_keys_.find(*clues.previous_response); it != response_keys_.end()) {
-      how = "previous_response";
-      return it->second;
-    }
-  }
-  if (clues.name) {
+  std::string key;
+  auto prev = clues.previous_response ? response_keys_.find(*clues.previous_response) : response_keys_.end();
+  if (prev != response_keys_.end()) {
+    how = "previous_response";
+    key = prev->second;
+  } else if (clues.name) {
     how = "name";
-    return "name:" + *clues.name;
-  }
-  if (auto known = index_.find(clues.fingerprints)) {
+    key = "name:" + *clues.name;
+  } else if (auto known = index_.find(clues.fingerprints)) {
     how = "messages";
-    return *known;
+    key = std::move(*known);
+  } else {
+    how = "new";
+    key = fmt::format("c{}", ++serial_);
   }
-  how = "new";
-  return fmt::format("c{}", ++serial_);
+  ++routed_[how];
+  return key;
 }
 
 std::optional<size_t> Fleet::choose(const std::string& key) {
@@ -127,9 +134,11 @@ void Fleet::remember(const std::string& key, const RequestClues& clues) {
 }
 
 void Fleet::response_stored(const std::string& id) {
-  if (!serving_key) return;
+  if (!serving.key) return;
+  std::string scoped = *serving.scope + "\x1f" + id;
   std::lock_guard lock(mu_);
-  if (response_keys_.insert_or_assign(id, *serving_key).second) response_order_.push_back(id);
+  if (response_keys_.insert_or_assign(scoped, *serving.key).second)
+    response_order_.push_back(std::move(scoped));
   while (response_order_.size() > options_.max_conversations) {
     response_keys_.erase(response_order_.front());
     response_order_.pop_front();
@@ -141,19 +150,15 @@ void Fleet::conversation(const HttpRequest& request, ResponseWriter& writer) {
   const RequestClues clues = clues_of(request, body);
   const char* how = "new";
   const std::string key = conversation_key(clues, how);
-  {
-    std::lock_guard lock(mu_);
-    ++routed_[how];
-  }
   std::optional<HeldAnswer> held;
   for (size_t attempt = 0; attempt < members_.size(); ++attempt) {
     const auto target = choose(key);
     if (!target) break;
     const size_t i = *target;
     FailoverWriter out(writer, attempt + 1 < members_.size());
-    serving_key = &key;
+    serving = {&key, &clues.scope};
     members_[i].gateway->handle(request, out);
-    serving_key = nullptr;
+    serving = {};
     if (!out.held()) {
       const bool answered = out.status() >= 200 && out.status() < 300;
       if (options_.routing == Routing::kAffinity && answered) {
@@ -179,25 +184,47 @@ void Fleet::conversation(const HttpRequest& request, ResponseWriter& writer) {
   send_error_for(request.path, writer, unavailable("no engine is up; retry shortly", 2));
 }
 
+std::vector<HeldAnswer> Fleet::ask_each(const HttpRequest& request, ResponseWriter& writer) const {
+  std::vector<HeldAnswer> answers;
+  for (const auto& m : members_) {
+    CapturedAnswer a(writer);
+    m.gateway->handle(request, a);
+    answers.push_back(a.take());
+  }
+  return answers;
+}
+
+namespace {
+
+// The first answer that is not a 200 (e.g. a 401: the same from every member).
+const HeldAnswer* first_refusal(const std::vector<HeldAnswer>& answers) {
+  for (const auto& a : answers) {
+    if (a.status != 200) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void Fleet::first_found(const HttpRequest& request, ResponseWriter& writer) {
   for (size_t i = 0; i + 1 < members_.size(); ++i) {
     CapturedAnswer a(writer);
     members_[i].gateway->handle(request, a);
-    if (a.status() != 404) return a.held().send_to(writer);
+    if (a.status() != 404) return a.take().send_to(writer);
   }
   members_.back().gateway->handle(request, writer);
 }
 
 void Fleet::health(const HttpRequest& request, ResponseWriter& writer) {
+  const auto answers = ask_each(request, writer);
   json upstreams = json::array();
   bool any_up = false;
   for (size_t i = 0; i < members_.size(); ++i) {
-    CapturedAnswer a(writer);
-    members_[i].gateway->handle(request, a);
-    json h = json::parse(a.held().body, nullptr, false);
-    const bool up = router_.up(i) && a.status() == 200;
-    any_up = any_up || up;
-    upstreams.push_back({{"upstream", members_[i].name}, {"routed", router_.up(i)}, {"health", h}});
+    const bool routed = router_.up(i);
+    any_up = any_up || (routed && answers[i].status == 200);
+    upstreams.push_back({{"upstream", members_[i].name},
+                         {"routed", routed},
+                         {"health", json::parse(answers[i].body, nullptr, false)}});
   }
   json body = {{"status", any_up ? "ok" : "unavailable"}, {"gateway", "ok"}, {"upstreams", upstreams}};
   http::HeaderList headers = kJson;
@@ -206,31 +233,26 @@ void Fleet::health(const HttpRequest& request, ResponseWriter& writer) {
 }
 
 void Fleet::status(const HttpRequest& request, ResponseWriter& writer) {
-  json first;
-  json upstreams = json::array();
+  const auto answers = ask_each(request, writer);
+  if (const auto* refused = first_refusal(answers)) return refused->send_to(writer);
   const auto stats = router_.stats();
+  std::lock_guard lock(mu_);
+  json upstreams = json::array();
   for (size_t i = 0; i < members_.size(); ++i) {
-    CapturedAnswer a(writer);
-    members_[i].gateway->handle(request, a);
-    if (a.status() != 200) return a.held().send_to(writer);  // e.g. 401: the same for every member
-    json s = json::parse(a.held().body, nullptr, false);
-    if (i == 0) first = s;
-    json routing = {{"up", stats[i].up},
-                    {"conversations", stats[i].pinned},
-                    {"placements", stats[i].placements},
-                    {"moves_in", stats[i].moves_in},
-                    {"moves_out", stats[i].moves_out},
-                    {"downs", stats[i].downs}};
-    {
-      std::lock_guard lock(mu_);
-      routing["failovers"] = failovers_[i];
-    }
-    upstreams.push_back({{"upstream", members_[i].name}, {"routing", routing}, {"status", s}});
+    const json routing = {{"up", stats[i].up},
+                          {"conversations", stats[i].pinned},
+                          {"placements", stats[i].placements},
+                          {"moves_in", stats[i].moves_in},
+                          {"moves_out", stats[i].moves_out},
+                          {"downs", stats[i].downs},
+                          {"failovers", failovers_[i]}};
+    upstreams.push_back({{"upstream", members_[i].name},
+                         {"routing", routing},
+                         {"status", json::parse(answers[i].body, nullptr, false)}});
   }
   // The top level is the first engine's status, as a one-engine status page reads it.
-  json body = first.is_object() ? first : json::object();
-  body["upstreams"] = upstreams;
-  std::lock_guard lock(mu_);
+  json body = upstreams[0]["status"].is_object() ? upstreams[0]["status"] : json::object();
+  body["upstreams"] = std::move(upstreams);
   body["routing"] = {{"policy", options_.routing == Routing::kAffinity ? "affinity" : "round-robin"},
                      {"conversations_remembered", index_.conversations()},
                      {"routed", routed_}};
@@ -238,12 +260,11 @@ void Fleet::status(const HttpRequest& request, ResponseWriter& writer) {
 }
 
 void Fleet::sessions(const HttpRequest& request, ResponseWriter& writer) {
+  const auto answers = ask_each(request, writer);
+  if (const auto* refused = first_refusal(answers)) return refused->send_to(writer);
   json data = json::array();
   for (size_t i = 0; i < members_.size(); ++i) {
-    CapturedAnswer a(writer);
-    members_[i].gateway->handle(request, a);
-    if (a.status() != 200) return a.held().send_to(writer);
-    json list = json::parse(a.held().body, nullptr, false);
+    json list = json::parse(answers[i].body, nullptr, false);
     if (!list.is_object() || !list.contains("data") || !list["data"].is_array()) continue;
     for (auto& s : list["data"]) {
       s["upstream"] = members_[i].name;
@@ -254,45 +275,37 @@ void Fleet::sessions(const HttpRequest& request, ResponseWriter& writer) {
 }
 
 void Fleet::metrics(const HttpRequest& request, ResponseWriter& writer) {
+  const auto answers = ask_each(request, writer);
+  if (const auto* refused = first_refusal(answers)) return refused->send_to(writer);
   std::vector<std::pair<std::string, std::string>> texts;
-  for (size_t i = 0; i < members_.size(); ++i) {
-    CapturedAnswer a(writer);
-    members_[i].gateway->handle(request, a);
-    if (a.status() != 200) return a.held().send_to(writer);
-    texts.emplace_back(members_[i].name, a.held().body);
-  }
+  for (size_t i = 0; i < members_.size(); ++i) texts.emplace_back(members_[i].name, answers[i].body);
   writer.send(200, {{"Content-Type", "text/plain; version=0.0.4"}},
               merge_prometheus(texts) + fleet_metrics());
 }
 
 std::string Fleet::fleet_metrics() const {
   std::string out;
+  // One family with a sample per member.
+  auto family = [&](const char* name, const char* type, const char* help, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      out += fmt::format("{}{{{}}} {}\n", name, upstream_label(members_[i].name), value_of(i));
+    }
+  };
   const auto stats = router_.stats();
-  out += "# HELP kvgate_upstream_routed Whether the engine takes conversations (1) or is out (0).\n";
-  out += "# TYPE kvgate_upstream_routed gauge\n";
-  for (const auto& s : stats)
-    out += fmt::format("kvgate_upstream_routed{{upstream=\"{}\"}} {}\n", s.name, s.up ? 1 : 0);
-  out += "# HELP kvgate_upstream_conversations Conversations pinned to the engine.\n";
-  out += "# TYPE kvgate_upstream_conversations gauge\n";
-  for (const auto& s : stats)
-    out += fmt::format("kvgate_upstream_conversations{{upstream=\"{}\"}} {}\n", s.name, s.pinned);
-  out += "# HELP kvgate_upstream_downs_total Times the engine was taken out.\n";
-  out += "# TYPE kvgate_upstream_downs_total counter\n";
-  for (const auto& s : stats)
-    out += fmt::format("kvgate_upstream_downs_total{{upstream=\"{}\"}} {}\n", s.name, s.downs);
-  out += "# HELP kvgate_upstream_moves_total Conversations moved off a down engine, by engine they left.\n";
-  out += "# TYPE kvgate_upstream_moves_total counter\n";
-  for (const auto& s : stats)
-    out += fmt::format("kvgate_upstream_moves_total{{upstream=\"{}\"}} {}\n", s.name, s.moves_out);
+  family("kvgate_upstream_routed", "gauge", "Whether the engine takes conversations (1) or is out (0).",
+         [&](size_t i) { return stats[i].up ? 1 : 0; });
+  family("kvgate_upstream_conversations", "gauge", "Conversations pinned to the engine.",
+         [&](size_t i) { return stats[i].pinned; });
+  family("kvgate_upstream_downs_total", "counter", "Times the engine was taken out.",
+         [&](size_t i) { return stats[i].downs; });
+  family("kvgate_upstream_moves_total", "counter",
+         "Conversations moved off a down engine, by engine they left.",
+         [&](size_t i) { return stats[i].moves_out; });
   std::lock_guard lock(mu_);
-  out +=
-      "# HELP kvgate_upstream_failovers_total Requests served elsewhere because the engine could not be "
-      "reached.\n";
-  out += "# TYPE kvgate_upstream_failovers_total counter\n";
-  for (size_t i = 0; i < members_.size(); ++i) {
-    out += fmt::format("kvgate_upstream_failovers_total{{upstream=\"{}\"}} {}\n", members_[i].name,
-                       failovers_[i]);
-  }
+  family("kvgate_upstream_failovers_total", "counter",
+         "Requests served elsewhere because the engine could not be reached.",
+         [&](size_t i) { return failovers_[i]; });
   out += "# HELP kvgate_routed_total Conversation requests by how their engine was chosen.\n";
   out += "# TYPE kvgate_routed_total counter\n";
   for (const auto& [how, n] : routed_) out += fmt::format("kvgate_routed_total{{how=\"{}\"}} {}\n", how, n);

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "gateway/affinity.h"
+#include "gateway/fleet_writers.h"
 #include "gateway/gateway.h"
 #include "gateway/router.h"
 
@@ -88,6 +89,8 @@ class Fleet {
   void metrics(const http::HttpRequest& request, http::ResponseWriter& writer);
   void status(const http::HttpRequest& request, http::ResponseWriter& writer);
   void sessions(const http::HttpRequest& request, http::ResponseWriter& writer);
+  // Every member's answer to `request` (the routes whose answers the Fleet gathers).
+  std::vector<HeldAnswer> ask_each(const http::HttpRequest& request, http::ResponseWriter& writer) const;
   // The first member's answer that is not a 404 (a session or response by id).
   void first_found(const http::HttpRequest& request, http::ResponseWriter& writer);
   size_t first_up() const;
@@ -97,10 +100,10 @@ class Fleet {
   const FleetOptions options_;
   Router router_;
   std::atomic<uint64_t> round_robin_{0};
-  std::atomic<uint64_t> serial_{0};
   mutable std::mutex mu_;
+  uint64_t serial_ = 0;                                         // guarded by mu_; keys of new conversations
   AffinityIndex index_;                                         // guarded by mu_
-  std::unordered_map<std::string, std::string> response_keys_;  // guarded by mu_; response id → key
+  std::unordered_map<std::string, std::string> response_keys_;  // guarded by mu_; scope + response id → key
   std::deque<std::string> response_order_;                      // guarded by mu_; oldest first
   std::unordered_map<std::string, uint64_t> routed_;            // guarded by mu_; by how
   std::vector<uint64_t> failovers_;                             // guarded by mu_; per member

@@ -68,6 +68,8 @@ std::string escaped(const std::string& v) {
 
 }  // namespace
 
+std::string upstream_label(const std::string& name) { return "upstream=\"" + escaped(name) + "\""; }
+
 std::string merge_prometheus(const std::vector<std::pair<std::string, std::string>>& texts) {
   struct Family {
     std::vector<std::string> comments;
@@ -76,7 +78,7 @@ std::string merge_prometheus(const std::vector<std::pair<std::string, std::strin
   std::vector<std::string> order;
   std::map<std::string, Family> families;
   for (const auto& [name, text] : texts) {
-    const std::string label = "upstream=\"" + escaped(name) + "\"";
+    const std::string label = upstream_label(name);
     std::string current;
     size_t pos = 0;
     while (pos < text.size()) {

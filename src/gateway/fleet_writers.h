@@ -62,6 +62,7 @@ class CapturedAnswer final : public http::ResponseWriter {
   bool answered() const override { return answered_; }
   int status() const override { return answer_.status; }
   const HeldAnswer& held() const { return answer_; }
+  HeldAnswer take() { return std::move(answer_); }
 
  private:
   http::ResponseWriter& client_;
@@ -69,6 +70,8 @@ class CapturedAnswer final : public http::ResponseWriter {
   HeldAnswer answer_;
 };
 
+// The label `upstream="NAME"`, NAME escaped as Prometheus label values are.
+std::string upstream_label(const std::string& name);
 // `texts`: (member name, its Prometheus text) in the members' order.
 std::string merge_prometheus(const std::vector<std::pair<std::string, std::string>>& texts);
 
