@@ -89,6 +89,40 @@ TEST_P(GatewayE2eTest, IdenticalPrefixIsServedFromCache) {
   EXPECT_LT(prompt2 - cached2, prompt2 / 2);
 }
 
+TEST_P(GatewayE2eTest, ASelfSummarisingClientGoesOnInItsSession) {
+  // Claude Code's and Codex's auto-compaction: ask for a summary, then replace the history
+  // with it. The continuation is the same conversation (one session, its slot), sent only
+  // what it carries.
+  auto f = front();
+  auto c = f->client();
+  std::string system = "You are a careful coding agent. ";
+  for (int i = 0; i < 40; ++i) system += "Rule " + std::to_string(i) + ": read before you write. ";
+  json messages = json::array({{{"role", "system"}, {"content", system}},
+                               {{"role", "user"}, {"content", "Fix the failing build of the tests, please."}}});
+  auto a1 = post_json(c, "/v1/chat/completions", plain_chat(messages, 16));
+  ASSERT_EQ(a1.status, 200) << a1.raw;
+  messages.push_back(a1.body["choices"][0]["message"]);
+  messages.push_back({{"role", "user"}, {"content", "Your task is to create a detailed summary of the conversation."}});
+  auto a2 = post_json(c, "/v1/chat/completions", plain_chat(messages, 48));
+  ASSERT_EQ(a2.status, 200) << a2.raw;
+  const std::string summary = a2.body["choices"][0]["message"]["content"];
+  ASSERT_GE(summary.size(), 64u) << "the summary is too short to be carried: " << a2.raw;
+  const json next = json::array(
+      {{{"role", "system"}, {"content", system}},
+       {{"role", "user"},
+        {"content", "This session is being continued from a previous conversation that ran out of context. "
+                    "The conversation is summarized below:\nSummary:\n" + summary + "\nPlease continue."}}});
+  auto a3 = post_json(c, "/v1/chat/completions", plain_chat(next, 8));
+  ASSERT_EQ(a3.status, 200) << a3.raw;
+  auto sessions = json::parse(c.Get("/kvgate/v1/sessions")->body)["data"];
+  ASSERT_EQ(sessions.size(), 1u) << sessions.dump(2);
+  EXPECT_EQ(sessions[0]["recognised_by"], "continuation") << sessions.dump(2);
+  EXPECT_EQ(sessions[0]["requests"], 3) << sessions.dump(2);
+  // Its slot still holds the system prompt.
+  const uint64_t cached = a3.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GT(cached, 200u) << a3.raw;
+}
+
 TEST_P(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {
   auto f = front();
   auto c = f->client();

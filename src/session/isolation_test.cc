@@ -164,6 +164,91 @@ TEST(IsolationTest, ASlidingWindowOfItsOwnAssistantTurnsStaysOneSession) {
   }
 }
 
+// A summary of the conversation as the model writes it when a client asks for one before it
+// replaces its history (Claude Code's auto-compaction prompt asks for this layout).
+const std::string kAnalysed =
+    "<analysis>\nThe user asked for the failing build to be fixed; I read the CMake files first.\n</analysis>\n"
+    "<summary>\n1. Primary request: fix the failing build of the project's tests.\n"
+    "2. Cause found: the linker flag for the filesystem library was missing.\n"
+    "3. Pending: run the whole test suite again after the fix is in.\n</summary>";
+// The continuation Claude Code sends: the analysis dropped, the summary re-wrapped.
+const std::string kContinued =
+    "This session is being continued from a previous conversation that ran out of context. The "
+    "conversation is summarized below:\nSummary:\n1. Primary request: fix the failing build of the project's "
+    "tests.\n\n2. Cause found: the linker flag for the filesystem library was missing.\n"
+    "3. Pending: run the whole test suite again after the fix is in.\nPlease continue.";
+
+// One client's turns up to the reply that holds its summary; returns the history it had.
+json summarised(MiniGateway& gw, const std::string& scope, const std::string& system, const std::string& task,
+                const std::string& summary, std::shared_ptr<Session>* session) {
+  json h = json::array({msg("system", system), msg("user", task)});
+  auto t = gw.send(scope, std::nullopt, h, msg("assistant", "done: " + task));
+  h.push_back(msg("assistant", "done: " + task));
+  h.push_back(msg("user", "Your task is to create a detailed summary of the conversation so far."));
+  auto s = gw.send(scope, std::nullopt, h, msg("assistant", summary));
+  EXPECT_EQ(s.session, t.session);
+  *session = t.session;
+  return h;
+}
+
+TEST(IsolationTest, ASelfSummarisingClientGoesOnInItsSessionWithOnlyItsSummary) {
+  MiniGateway gw;
+  std::shared_ptr<Session> first;
+  summarised(gw, kScope, "S", "fix the build", kAnalysed, &first);
+  const json next = json::array({msg("system", "S"), msg("user", kContinued)});
+  auto t = gw.send(kScope, std::nullopt, next, msg("assistant", "running the tests"));
+  EXPECT_EQ(t.how, "continuation");
+  EXPECT_EQ(t.session, first);  // its slot: the engine still has the system prompt
+  EXPECT_EQ(t.view, next);      // nothing of the history it replaced
+  ASSERT_TRUE(t.intake.cause.has_value());
+  EXPECT_EQ(cause_name(*t.intake.cause), std::string("client_edit"));
+  EXPECT_EQ(t.intake.evidence, Evidence::kNone);
+}
+
+TEST(IsolationTest, ParallelSelfSummarisingClientsEachGoOnInTheirOwnSession) {
+  MiniGateway gw;
+  std::shared_ptr<Session> a, b;
+  summarised(gw, kScope, "S", "fix the build", kAnalysed, &a);
+  const std::string other =
+      "1. Primary request: translate the user guide of the project into German.\n"
+      "2. Done so far: chapters one to three, the glossary kept in terms.csv.\n"
+      "3. Pending: chapter four and a review of the glossary by the user.";
+  summarised(gw, kScope, "S", "translate the guide", other, &b);
+  ASSERT_NE(a, b);
+  auto tb = gw.send(kScope, std::nullopt, json::array({msg("system", "S"), msg("user", "Summary:\n" + other)}),
+                    msg("assistant", "chapter four"));
+  auto ta = gw.send(kScope, std::nullopt, json::array({msg("system", "S"), msg("user", kContinued)}),
+                    msg("assistant", "tests"));
+  EXPECT_EQ(tb.session, b);
+  EXPECT_EQ(ta.session, a);
+}
+
+TEST(IsolationTest, ALineOrTwoOfAnotherReplyOrAnotherKeysReplyIsANewConversation) {
+  MiniGateway gw;
+  std::shared_ptr<Session> first;
+  const std::string long_summary = kAnalysed + "\n4. Also: the CI cache is kept outside the checkout now.\n"
+                                   "5. Also: the arm64 cross build needs its own compiler cache.\n"
+                                   "6. Also: the docs mention the new flag in OPERATIONS.md.";
+  summarised(gw, kScope, "S", "fix the build", long_summary, &first);
+  // One of its seven lines, quoted by another conversation with the same system prompt.
+  auto quoted = gw.send(kScope, std::nullopt,
+                        json::array({msg("system", "S"), msg("user", "As before: 2. Cause found: the linker flag for "
+                                                                     "the filesystem library was missing.\nWhy?")}),
+                        msg("assistant", "because"));
+  EXPECT_EQ(quoted.how, "new");
+  // The whole summary under another key.
+  auto other_key = gw.send(scope_of_key("key-2"), std::nullopt,
+                           json::array({msg("system", "S"), msg("user", "Summary:\n" + long_summary)}),
+                           msg("assistant", "ok"));
+  EXPECT_EQ(other_key.how, "new");
+  EXPECT_NE(other_key.session, first);
+  // Another system prompt.
+  auto other_system = gw.send(kScope, std::nullopt,
+                              json::array({msg("system", "T"), msg("user", "Summary:\n" + long_summary)}),
+                              msg("assistant", "ok"));
+  EXPECT_EQ(other_system.how, "new");
+}
+
 TEST(IsolationTest, ANamedSlidingWindowContinuesItsKeptHistory) {
   MiniGateway gw;
   json h = json::array({msg("system", "S")});
@@ -270,11 +355,13 @@ struct Client {
   std::string scope;
   std::optional<std::string> id;
   json history;  // what the client sends next (before its new message)
+  std::string last_reply;  // the text of the last reply it was given
 };
 
 class Families {
  public:
   explicit Families(uint32_t seed) : rng_(seed) {}
+  size_t continuations = 0;  // requests recognised as a self-summary's continuation
 
   // One generated case: a few clients of two keys sharing system prompts, messages, ids.
   std::string run(int steps, uint64_t high) {
@@ -292,14 +379,17 @@ class Families {
       Client& c = clients[pick(clients.size())];
       act(c, clients, step);
       const json request = c.history;
-      const json reply = msg("assistant", word() + (pick(4) == 0 ? "" : " " + word() + std::to_string(step)));
+      const json reply = msg("assistant", pick(3) == 0 ? summary_text(step)
+                                                      : word() + (pick(4) == 0 ? "" : " " + word() + std::to_string(step)));
       auto t = gw.send(c.scope, c.id, request, reply);
+      if (t.how == "continuation") ++continuations;
       if (auto e = oracle.check(c.scope, c.id, request, t.view); !e.empty()) {
         return fmt::format("step {} ({} {}): {}\nrequest: {}\nview: {}", step, t.how,
                            evidence_name(t.intake.evidence), e, request.dump().substr(0, 1500),
                            t.view.dump().substr(0, 1500));
       }
       oracle.answered(c.scope, c.id, request, reply);
+      c.last_reply = reply["content"];
       // A client may drop our reply (a retry), or send its own version of the turn (a
       // replayed trace, an agent that rewrites assistant messages).
       const size_t what = pick(10);
@@ -320,6 +410,14 @@ class Families {
     if (pick(2) == 0) text = fmt::format("Current time: 2026-12-{:02} 10:{:02}:00\n", 1 + day % 28, pick(60)) + text;
     if (pick(4) == 0) text += fmt::format("\nrequest 550e8400-e29b-41d4-a716-4466554400{:02}", pick(100));
     return msg("system", text);
+  }
+  // A reply of several lines long enough to be recognised when a client carries it.
+  std::string summary_text(int step) {
+    std::string text;
+    for (size_t i = 0, n = 2 + pick(4); i < n; ++i) {
+      text += fmt::format("{} {} {} {}: point {} of the summary at step {}\n", word(), word(), word(), word(), i, step);
+    }
+    return text;
   }
   json user_message() {
     switch (pick(6)) {
@@ -356,6 +454,13 @@ class Families {
       case 5:  // retry: send the same request again
         if (h.size() > 1 && h.back().value("role", "") == "user") return;
         break;
+      case 6: {  // self-summary: the history becomes a summary (its own last reply, or another's)
+        const Client& o = pick(3) == 0 ? all[pick(all.size())] : c;
+        if (o.last_reply.empty()) break;
+        h = json::array({h[0], msg("user", "This session is being continued from a previous conversation.\nSummary:\n" +
+                                               o.last_reply)});
+        return;
+      }
       default:
         break;
     }
@@ -366,6 +471,7 @@ class Families {
 
 TEST(IsolationPropertyTest, ThousandsOfCollidingConversationsNeverMix) {
   int cases = 0, requests = 0;
+  size_t continuations = 0;
   for (uint32_t seed = 1; seed <= 2000; ++seed) {
     Families f(seed);
     const int steps = 12 + static_cast<int>(seed % 13);
@@ -373,8 +479,11 @@ TEST(IsolationPropertyTest, ThousandsOfCollidingConversationsNeverMix) {
     ASSERT_EQ(failure, "") << "seed " << seed;
     ++cases;
     requests += steps;
+    continuations += f.continuations;
   }
   EXPECT_EQ(cases, 2000);
+  EXPECT_GT(continuations, 100u);  // the self-summary path is exercised
+  RecordProperty("continuations", static_cast<int>(continuations));
   RecordProperty("requests", requests);
 }
 

@@ -1,10 +1,12 @@
 #include "session/session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <random>
 
 #include <fmt/format.h>
 
+#include "session/compactor.h"
 #include "session/normalize.h"
 
 namespace kvgate::session {
@@ -54,11 +56,39 @@ std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_i
       if (c.exact[i] != 0) keys.push_back(exact_window_key(scope, c.system->hash, c.exact[i], c.exact[i + 1]));
     }
   }
+  for (uint64_t line : reply_lines(c)) keys.push_back(reply_line_key(scope, c.system ? c.system->hash : 0, line));
   return keys;
 }
 
 std::vector<uint64_t> recognition_keys(const Session& s) {
   return recognition_keys(s.scope, s.explicit_id, s.conversation, s.last_request_messages);
+}
+
+std::vector<uint64_t> line_hashes(std::string_view text, size_t max_lines, bool distinct) {
+  std::vector<uint64_t> out;
+  size_t at = 0;
+  while (at < text.size() && out.size() < max_lines) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front())) != 0) line.remove_prefix(1);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())) != 0) line.remove_suffix(1);
+    if (line.size() < kCarriedLineBytes) continue;
+    const uint64_t h = hash64(line);
+    if (distinct && std::find(out.begin(), out.end(), h) != out.end()) continue;
+    out.push_back(h);
+  }
+  return out;
+}
+
+uint64_t reply_line_key(const std::string& scope, uint64_t system_hash, uint64_t line_hash) {
+  return scoped_key(scope, chain_step(system_hash ^ 0x7265706c79ULL, line_hash));
+}
+
+std::vector<uint64_t> reply_lines(const Conversation& c) {
+  if (c.length == 0 || c.length - 1 < c.first_kept() || c.replies.count(c.length - 1) == 0) return {};
+  return line_hashes(message_text(c.at(c.length - 1).message));
 }
 
 uint64_t last_reply_exact(const Conversation& c) {
@@ -78,6 +108,19 @@ RequestKeys RequestKeys::of(const nlohmann::json& messages) {
     r.hashes.push_back(message_hash(m));
     extend_chain(r.chain, r.hashes.back());
     r.exact.push_back(exact_hash(m));
+  }
+  r.system = !messages.empty() && messages[0].is_object() && messages[0].value("role", "") == "system";
+  const size_t first = r.system ? 1 : 0;
+  size_t bytes = 0;
+  for (size_t i = first; i < messages.size() && i < first + kWindowStarts && bytes < kCarriedTextBytes; ++i) {
+    if (!messages[i].is_object() || messages[i].value("role", "") != "user") continue;
+    std::string text = message_text(messages[i]);
+    if (text.size() > kCarriedTextBytes - bytes) text.resize(kCarriedTextBytes - bytes);
+    bytes += text.size();
+    for (uint64_t h : line_hashes(text, kMaxCarriedLines * 4 - r.lines.size())) {
+      if (std::find(r.lines.begin(), r.lines.end(), h) == r.lines.end()) r.lines.push_back(h);
+    }
+    if (r.lines.size() >= kMaxCarriedLines * 4) break;
   }
   return r;
 }
@@ -179,7 +222,6 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
   std::lock_guard lock(mu_);
   Match m;
   const auto& chain = request.chain;
-  const auto& hashes = request.hashes;
   if (explicit_id) {
     const std::string id = scoped_session_id(scope, *explicit_id);
     auto it = sessions_.find(id);
@@ -214,36 +256,8 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
         m.how = "prefix";
       }
     }
-    // A later window of a known conversation: the system message, then two of its messages
-    // in a row among the request's first few (a window may begin with tool results whose call
-    // it dropped, which history repair changes) — and the request carries the session's last
-    // reply, or the last message of its last request, verbatim.
-    if (!m.session && hashes.size() >= 3) {
-      bool loaded = false;
-      std::shared_ptr<Session> s;
-      for (size_t j = 1; !s && j + 1 < hashes.size() && j <= kWindowStarts; ++j) {
-        s = lookup_key(scope, window_key(scope, hashes[0], hashes[j], hashes[j + 1]), &loaded);
-        if (!s && request.exact.size() == hashes.size()) {
-          s = lookup_key(scope, exact_window_key(scope, hashes[0], request.exact[j], request.exact[j + 1]), &loaded);
-        }
-      }
-      if (s) {
-        uint64_t reply = 0, tail = 0;
-        {
-          std::lock_guard slock(s->mu);
-          reply = s->last_reply_exact;
-          tail = s->last_request_exact;
-        }
-        auto carried = [&request](uint64_t h) {
-          return h != 0 && std::find(request.exact.begin() + 1, request.exact.end(), h) != request.exact.end();
-        };
-        if (carried(reply) || carried(tail)) {
-          m.session = s;
-          m.loaded = loaded;
-          m.how = "window";
-        }
-      }
-    }
+    if (!m.session && (m.session = find_window(scope, request, &m.loaded))) m.how = "window";
+    if (!m.session && (m.session = find_continuation(scope, request, &m.loaded))) m.how = "continuation";
     if (!m.session) {
       m.session = create(new_session_id(), scope, false);
       m.created = true;
@@ -258,6 +272,73 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
   }
   evict_if_needed();
   return m;
+}
+
+std::shared_ptr<Session> SessionTable::find_window(const std::string& scope, const RequestKeys& request,
+                                                   bool* loaded) {
+  // A later window of a known conversation: the system message, then two of its messages
+  // in a row among the request's first few (a window may begin with tool results whose call
+  // it dropped, which history repair changes) — and the request carries the session's last
+  // reply, or the last message of its last request, verbatim.
+  const auto& hashes = request.hashes;
+  if (hashes.size() < 3) return nullptr;
+  bool found_loaded = false;
+  std::shared_ptr<Session> s;
+  for (size_t j = 1; !s && j + 1 < hashes.size() && j <= kWindowStarts; ++j) {
+    s = lookup_key(scope, window_key(scope, hashes[0], hashes[j], hashes[j + 1]), &found_loaded);
+    if (!s && request.exact.size() == hashes.size()) {
+      s = lookup_key(scope, exact_window_key(scope, hashes[0], request.exact[j], request.exact[j + 1]), &found_loaded);
+    }
+  }
+  if (!s) return nullptr;
+  uint64_t reply = 0, tail = 0;
+  {
+    std::lock_guard slock(s->mu);
+    reply = s->last_reply_exact;
+    tail = s->last_request_exact;
+  }
+  auto carried = [&request](uint64_t h) {
+    return h != 0 && std::find(request.exact.begin() + 1, request.exact.end(), h) != request.exact.end();
+  };
+  if (!carried(reply) && !carried(tail)) return nullptr;
+  *loaded = found_loaded;
+  return s;
+}
+
+std::shared_ptr<Session> SessionTable::find_continuation(const std::string& scope, const RequestKeys& request,
+                                                         bool* loaded) {
+  if (request.lines.empty()) return nullptr;
+  const uint64_t system = request.system ? request.hashes[0] : 0;
+  struct Tally {
+    std::shared_ptr<Session> session;
+    size_t hits = 0;
+    bool loaded = false;
+  };
+  std::unordered_map<std::string, Tally> tallies;
+  for (uint64_t line : request.lines) {
+    bool was_loaded = false;
+    auto s = lookup_key(scope, reply_line_key(scope, system, line), &was_loaded);
+    if (!s) continue;
+    Tally& t = tallies[s->id];
+    t.session = std::move(s);
+    t.loaded = t.loaded || was_loaded;
+    ++t.hits;
+  }
+  const Tally* best = nullptr;
+  for (const auto& [id, t] : tallies) {
+    size_t lines = 0;
+    {
+      std::lock_guard slock(t.session->mu);
+      lines = t.session->reply_lines;
+    }
+    // A third of the reply's lines: a client that re-wraps the summary (drops an analysis
+    // section or tags) still carries that much; a reply's stock phrase or two does not.
+    if (lines == 0 || t.hits * 3 < lines) continue;
+    if (best == nullptr || t.hits > best->hits) best = &t;
+  }
+  if (best == nullptr) return nullptr;
+  *loaded = best->loaded;
+  return best->session;
 }
 
 void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::vector<uint64_t> chain,
@@ -286,6 +367,7 @@ void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::
   unindex(*session);
   session->last_reply_exact = last_reply_exact(session->conversation);
   session->last_request_exact = last_request_exact(session->conversation, session->last_request_messages);
+  session->reply_lines = session->explicit_id ? 0 : reply_lines(session->conversation).size();
   if (sessions_.find(session->id) == sessions_.end()) return;
   auto& own = keys_[session->id];
   for (uint64_t k : keys) {

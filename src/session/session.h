@@ -20,7 +20,13 @@
 //      agent with the same system prompt and a fixed instruction) is a new conversation.
 //      (A window match chooses the session only: intake.h sends such a request its own
 //      messages, so a wrong match costs cache, never content);
-//   4. otherwise a new session.
+//   4. otherwise a session whose last reply the request carries, a third of its lines or more
+//      verbatim, in its first messages after the same system message: a self-summarising
+//      client (Claude Code's and Codex's auto-compaction) that asked the session for a summary
+//      and replaced its history with it. The conversation goes on in that session — its slot,
+//      so the engine keeps the system prompt cached — from the request's own messages (a
+//      client edit; nothing of the stored history is sent);
+//   5. otherwise a new session.
 // What a match may do with the stored conversation is intake.h's business: recognition only
 // chooses the session (its slot, its cached prefix, its compaction state).
 // Memory is bounded: beyond `max_sessions` the least recently used idle session is evicted
@@ -82,6 +88,7 @@ class Session {
   size_t last_request_messages = 0;  // messages in the last request (chain may add the reply)
   uint64_t last_reply_exact = 0;     // exact_hash() of the last reply kvgate returned (0: none)
   uint64_t last_request_exact = 0;   // exact_hash() of the last request's last message (0: none)
+  size_t reply_lines = 0;            // lines of the last reply indexed for a continuation (reply_lines())
   int slot = -1;
   SessionCounters counters;
   uint64_t last_prompt_tokens = 0;
@@ -115,6 +122,10 @@ struct RequestKeys {
   std::vector<uint64_t> chain;   // chain_hashes(messages)
   std::vector<uint64_t> hashes;  // message_hash() of each message
   std::vector<uint64_t> exact;   // exact_hash() of each message
+  // line_hashes() of the user messages among the first kWindowStarts after the system
+  // message (a self-summarising client's continuation carries the summary there), distinct.
+  std::vector<uint64_t> lines;
+  bool system = false;  // the first message is a system message
   static RequestKeys of(const nlohmann::json& messages);
 };
 
@@ -127,7 +138,7 @@ class SessionTable {
     size_t matched_messages = 0;  // length of the stored chain the request continues
     bool created = false;
     bool loaded = false;          // came from the store
-    std::string how;              // "header", "user", "prefix", "window", "new"
+    std::string how;              // "header", "user", "prefix", "window", "continuation", "new"
   };
 
   // Finds sessions that are not in memory (the durable store). Both may be empty.
@@ -174,6 +185,9 @@ class SessionTable {
   void unindex(const Session& s);      // REQUIRES: mu_ held (and s.mu)
   std::shared_ptr<Session> create(std::string id, const std::string& scope, bool explicit_id);  // REQUIRES: mu_ held
   std::shared_ptr<Session> adopt(std::shared_ptr<Session> s);  // REQUIRES: mu_ held
+  // Step 3 and 4 of find_or_create(). REQUIRES: mu_ held
+  std::shared_ptr<Session> find_window(const std::string& scope, const RequestKeys& request, bool* loaded);
+  std::shared_ptr<Session> find_continuation(const std::string& scope, const RequestKeys& request, bool* loaded);
   // The session of `scope` indexed (or stored) under `key`. REQUIRES: mu_ held
   std::shared_ptr<Session> lookup_key(const std::string& scope, uint64_t key, bool* loaded);
 
@@ -225,11 +239,24 @@ inline constexpr size_t kMaxEarlyWindowKeys = 512;
 // How many of a request's first messages a later window is looked up by.
 inline constexpr size_t kWindowStarts = 8;
 // All recognition keys of a conversation in `scope`: its chain end, the end of its last
-// request, and the window keys of its kept messages. None for a session named by its client
+// request, the window keys of its kept messages and the line keys of its last reply. None for a session named by its client
 // (`explicit_id`): it is found by its id only.
 std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
                                        uint64_t request_messages);
 std::vector<uint64_t> recognition_keys(const Session& s);  // REQUIRES: s.mu held, and s.turn or s unshared
+// The trimmed lines of `text` at least kCarriedLineBytes long, as hashes: the first `max_lines`
+// (distinct when `distinct`). What a continuation is recognised by: a reply's lines survive a
+// client's re-wrapping of the summary (tags dropped, blank lines collapsed) verbatim.
+inline constexpr size_t kCarriedLineBytes = 32;
+inline constexpr size_t kMaxCarriedLines = 64;
+// How much of a request's first user messages is looked at for a continuation.
+inline constexpr size_t kCarriedTextBytes = 64 * 1024;
+std::vector<uint64_t> line_hashes(std::string_view text, size_t max_lines = kMaxCarriedLines, bool distinct = true);
+// Key under which a session is found by a line of its last reply (after the system message
+// with hash `system_hash`, 0 without one).
+uint64_t reply_line_key(const std::string& scope, uint64_t system_hash, uint64_t line_hash);
+// line_hashes() of the conversation's last message when it is a reply kvgate returned.
+std::vector<uint64_t> reply_lines(const Conversation& c);
 // exact_hash() of the conversation's last message when it is a reply kvgate returned, else 0.
 uint64_t last_reply_exact(const Conversation& c);
 // exact_hash() of the last message of the conversation's last request, else 0.
