@@ -77,11 +77,12 @@ void check_sessions(const ClientRun& run, std::vector<Violation>& out) {
     for (const auto* t : turns) {
       if (t->session.empty()) continue;
       clients_of[t->session].insert(t->client);
-      if (!last.empty() && t->session != last && !t->new_conversation) {
+      if (!last.empty() && t->session != last && (!t->new_conversation || t->carries_reply)) {
         out.push_back({"split", where(*t),
-                       fmt::format("served by session {} after {}, but the client did not start a new "
-                                   "conversation ({})",
-                                   t->session, last, what_client_did(*t))});
+                       fmt::format("served by session {} after {}, but the client {} ({})", t->session, last,
+                                   t->new_conversation ? "went on from the summary its session wrote"
+                                                       : "did not start a new conversation",
+                                   what_client_did(*t))});
       }
       last = t->session;
     }

@@ -35,7 +35,8 @@
 //
 // Properties (check_properties, gateway path): no failed turn; compactions ≤ the bound;
 // prefilled ÷ prompt (the answers' usage) ≤ 1.5 × ratio_bound; a client's turns stay in
-// one session until the client itself starts a new conversation (no split), and two clients
+// one session until the client itself starts a new conversation (no split; a self-summary's
+// continuation that carries its summary's lines is no new conversation), and two clients
 // never share one (no merge). Each violation names the behaviour, seed, client, turn and
 // figures.
 #pragma once
@@ -57,6 +58,7 @@ struct ClientTurnResult {
   size_t request = 0;  // order of sending in the run, 1-based
   std::string kind;    // ClientTurn::kind
   bool new_conversation = false;
+  bool carries_reply = false;      // ClientTurn::carries_reply
   std::vector<std::string> notes;  // what the client did (ClientTurn::notes)
   bool asks_tool_call = false;
   size_t tool_calls = 0;  // calls in the reply

@@ -158,5 +158,18 @@ TEST(ClientRunTest, NewConversationMayStartANewSession) {
   EXPECT_TRUE(check_properties(run).empty()) << violations_text(run);
 }
 
+TEST(ClientRunTest, AContinuationCarryingItsSummaryStaysInItsSession) {
+  ClientRun run = clean_run();
+  run.turns[6].new_conversation = true;  // client 0 turn 4: its self-summary continuation
+  run.turns[6].carries_reply = true;     // with the lines of the summary its session wrote
+  for (size_t i = 6; i < run.turns.size(); i += 2) run.turns[i].session = "s-c";
+  run.figures = summarize_run(run);
+  const auto violations = check_properties(run);
+  ASSERT_EQ(violations.size(), 1U) << violations_text(run);
+  EXPECT_EQ(violations[0].property, "split");
+  EXPECT_NE(violations[0].detail.find("went on from the summary its session wrote"), std::string::npos)
+      << violations[0].detail;
+}
+
 }  // namespace
 }  // namespace kvgate::bench

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "session/session.h"
 #include "util/json.h"
 
 namespace kvgate::bench {
@@ -144,6 +145,7 @@ ClientTurn ClientSim::continuation(const std::string& summary) {
   t.number = turn_;
   t.kind = "continuation";
   t.new_conversation = true;
+  t.carries_reply = !session::line_hashes(summary).empty();
   history_.clear();
   last_results_.clear();
   pending_calls_ = json::array();

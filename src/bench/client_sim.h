@@ -104,6 +104,9 @@ struct ClientTurn {
   // The client started a conversation with this request (turn 1, the continuation after a
   // self-summary): nothing of its earlier requests is in it but the system prompt and tools.
   bool new_conversation = false;
+  // A self-summary's continuation that carries a line of the reply it summarises that kvgate
+  // recognises the conversation by (session::line_hashes()): it goes on in the same session.
+  bool carries_reply = false;
   // body.messages[increment_from ..] are the previous reply and this turn's new material
   // (nullopt on a new conversation).
   std::optional<size_t> increment_from;

@@ -142,6 +142,7 @@ ClientTurnResult turn_result(const ClientTurn& ct, size_t client, size_t request
   r.request = request;
   r.kind = ct.kind;
   r.new_conversation = ct.new_conversation;
+  r.carries_reply = ct.carries_reply;
   r.notes = ct.notes;
   r.asks_tool_call = ct.asks_tool_call;
   r.request_messages = ct.body["messages"].size();

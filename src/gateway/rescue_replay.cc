@@ -78,6 +78,9 @@ json replay_completion_body(const json& chat_body, const std::string& prompt) {
   body["prompt"] = prompt;
   body["stream"] = true;
   body["cache_prompt"] = true;
+  // The prefill's progress says how much of the prompt came from the cache even when the
+  // engine refuses the output before its final figures.
+  body["return_progress"] = true;
   return body;
 }
 
@@ -88,6 +91,10 @@ void ReplayText::add_event(std::string_view data) {
   if (v->contains("error")) {
     failed_ = true;
     return;
+  }
+  if (const json* progress = member(*v, "prompt_progress"); progress && progress->is_object()) {
+    if (int total = int_field(*progress, "total")) tokens_evaluated_ = total;
+    tokens_cached_ = int_field(*progress, "cache");
   }
   const json* c = member(*v, "content");
   if (c && c->is_string()) text_ += c->get_ref<const std::string&>();

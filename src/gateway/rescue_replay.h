@@ -31,6 +31,7 @@ nlohmann::json replay_completion_body(const nlohmann::json& chat_body, const std
 // "data: "); the text is the concatenation of the events' `content`. An error event (the
 // engine failing on malformed UTF-8 after streaming what came before) ends the text and is
 // remembered. `stopped_by_limit` is true when the final event says the length limit was hit.
+// The prompt's figures come from the prefill's progress events, then from the final event.
 class ReplayText {
  public:
   void add_event(std::string_view data);
