@@ -110,6 +110,32 @@ TEST_P(CompactionE2eTest, OverflowIsRetriedWithAStrongerCompaction) {
   EXPECT_NE(metrics.find("trigger=\"overflow\""), std::string::npos);
 }
 
+TEST_P(CompactionE2eTest, AFirstRequestOfThreeContextsIsSummarisedByTheModelWithinTheContext) {
+  // A client pastes a long history: the view is three times the engine's context, so the
+  // summary cannot be asked over all of it (that request would overflow, as a 18,359-token
+  // one did on a 16K engine); the model summarises the last turns that fit, the older ones
+  // given to it as their extractive summary.
+  GatewayOptions o;
+  o.compaction_options.summary_max_tokens = 64;
+  Front front([] { return engine_->endpoint(); }, with_fork(o));
+  auto c = front.client();
+  json messages = base_conversation();
+  for (int i = 0; i < 40; ++i) add_turn(messages, i, 40);
+  auto a = post_json(c, "/v1/chat/completions", request(messages));
+  ASSERT_EQ(a.status, 200) << a.raw;
+  auto sessions = json::parse(c.Get("/kvgate/v1/sessions")->body)["data"];
+  ASSERT_EQ(sessions.size(), 1U);
+  ASSERT_GE(sessions[0]["compaction_history"].size(), 1U) << sessions.dump(2);
+  const json& ev = sessions[0]["compaction_history"][0];
+  EXPECT_GT(ev["tokens_before"].get<uint64_t>(), 3U * 4096U) << ev.dump();
+  EXPECT_LT(ev["tokens_after"].get<uint64_t>(), 4096U) << ev.dump();
+  EXPECT_EQ(ev.value("summary_source", ""), "model") << ev.dump();
+  EXPECT_FALSE(ev.contains("summary_error")) << ev.dump();
+  EXPECT_GT(ev.value("summary_view_from", 0), 0) << ev.dump();
+  ASSERT_TRUE(ev.contains("summary_request")) << ev.dump();
+  EXPECT_LT(ev["summary_request"].value("prompt_tokens", 0), 4096) << ev.dump();
+}
+
 TEST_P(CompactionE2eTest, ASingleMessageThatCannotFitIsExplained) {
   Front front([] { return engine_->endpoint(); }, with_fork());
   auto c = front.client();

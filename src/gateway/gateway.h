@@ -245,9 +245,11 @@ class Gateway {
   uint64_t context_tokens();
   // The bounds check_chat_limits() applies (the context only asked for when it is used).
   RequestLimits request_limits();
-  // Engine-written summary of history before `until`, asked as a continuation of the cached prompt.
+  // Engine-written summary of history before `until`, asked as a continuation of the cached
+  // prompt (`continuation`) or of `c`'s own view (one fitted to the context).
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
-                                     const Conversation& c, uint64_t until, uint64_t max_tokens, nlohmann::json& stats);
+                                     const Conversation& c, uint64_t until, uint64_t max_tokens,
+                                     bool continuation, nlohmann::json& stats);
   // Saves the session (state, keys, new compaction events; the caller holds its turn); after a
   // save that works, also the sessions whose saves failed before (the store was full, read-only
   // or locked).

@@ -34,6 +34,7 @@ json compaction_event(const CompactionResult& r, const char* trigger, double ms,
              {"truncated_messages", r.truncated_messages}};
   if (!r.summary_source.empty()) ev["summary_source"] = r.summary_source;
   if (!r.summary_error.empty()) ev["summary_error"] = r.summary_error;
+  if (r.summary_view_from > 0) ev["summary_view_from"] = r.summary_view_from;
   if (!summary_stats.empty()) ev["summary_request"] = summary_stats;
   return ev;
 }
@@ -52,10 +53,16 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
   SummarizeFn summarize;
   if (options_.model_summaries) {
     summarize = [&](const Conversation& c, uint64_t until, uint64_t max_tokens) {
-      return engine_summary(session, body, call.slot, c, until, max_tokens, summary_stats);
+      // A conversation cut later than the session's is a view fitted to the context (its
+      // oldest turns summarised extractively), not what the engine has cached.
+      const bool fitted = c.first_kept() != conv.first_kept();
+      return engine_summary(session, body, call.slot, c, until, max_tokens, !fitted, summary_stats);
     };
   }
   session::CompactionOptions options = options_.compaction_options;
+  // A summary request larger than the engine's context would be refused: the context as the
+  // engine reports it when it was not given (an engine kvgate did not plan).
+  if (options.summary_prompt_limit == 0) options.summary_prompt_limit = context_tokens();
   options.summaries = options.summaries && call.summaries;
   options.fit_tokens = call.fit;
   auto r = compact(conv, call.target, call.first_new, count_view, count_text, summarize, options);
@@ -71,11 +78,12 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
 
 Result<std::string> Gateway::engine_summary(Session& session, const json& request_body, int slot,
                                             const Conversation& c, uint64_t until, uint64_t max_tokens,
-                                            json& stats) {
+                                            bool continuation, json& stats) {
   // The engine has the last view (and its reply) in this slot's cache: ask for the summary
   // as a continuation of exactly that, so only the instruction and the summary are computed.
-  json messages = session.last_view.empty() ? build_view(c) : session.last_view;
-  if (!session.last_view.empty() && c.length > session.last_request_messages &&
+  const bool last_view = continuation && !session.last_view.empty();
+  json messages = last_view ? session.last_view : build_view(c);
+  if (last_view && c.length > session.last_request_messages &&
       session.last_request_messages >= c.first_kept()) {
     messages.push_back(c.at(session.last_request_messages).message);  // the reply the engine wrote
   }

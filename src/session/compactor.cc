@@ -294,18 +294,69 @@ class Compaction {
     return cuts_[lo];
   }
 
+  // A view small enough to ask the model for the summary of the turns before `u` when the
+  // whole view is larger than the engine's context (a pasted history, a first request of
+  // several contexts): the oldest turns replaced by their extractive summary, from the
+  // earliest user turn on whose view fits with the room the instruction and the summary
+  // need. Views shrink as that turn moves later, so binary search. None when not even the
+  // last turn before `u` fits.
+  Result<std::optional<Conversation>> fitted_for_summary(uint64_t u) {
+    const uint64_t room = opt_.summary_max_tokens + kSummaryRequestTokens;
+    std::vector<uint64_t> starts;
+    for (uint64_t a : cuts_) {
+      if (a < u) starts.push_back(a);
+    }
+    if (starts.empty() || opt_.summary_prompt_limit <= room) return std::optional<Conversation>();
+    auto probe_from = [&](uint64_t a) {
+      Conversation probe = r_.conversation;
+      SummaryNote earlier;
+      earlier.text = extractive_summary(probe, a, opt_.summary_max_tokens * 3);
+      earlier.covers_until = a;
+      earlier.anchor = a;
+      earlier.source = "extractive";
+      apply_cut(probe, a);
+      probe.summary = std::move(earlier);
+      return probe;
+    };
+    auto fits = [&](uint64_t a) -> Result<bool> {
+      KV_ASSIGN_OR_RETURN(uint64_t n, count_view(build_view(probe_from(a))));
+      return n + room <= opt_.summary_prompt_limit;
+    };
+    KV_ASSIGN_OR_RETURN(bool last_fits, fits(starts.back()));
+    if (!last_fits) return std::optional<Conversation>();
+    size_t lo = 0;
+    size_t hi = starts.size() - 1;
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      KV_ASSIGN_OR_RETURN(bool ok, fits(starts[mid]));
+      if (ok) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    r_.summary_view_from = starts[lo];
+    return std::optional<Conversation>(probe_from(starts[lo]));
+  }
+
   // The summary of the messages before cut `u`: the model's when it can and may be asked,
   // else the extractive one; why the model's was not used goes to summary_error.
   std::string summary_text(uint64_t u) {
     std::string text;
+    std::optional<Conversation> fitted;
     if (opt_.summary_prompt_limit > 0 && tokens_ > opt_.summary_prompt_limit) {
-      r_.summary_error = fmt::format("the view ({} tokens) is larger than the engine's context ({} tokens)", tokens_,
-                                     opt_.summary_prompt_limit);
+      auto f = fitted_for_summary(u);
+      if (f.ok() && f->has_value()) fitted = std::move(**f);
+    }
+    if (opt_.summary_prompt_limit > 0 && tokens_ > opt_.summary_prompt_limit && !fitted) {
+      r_.summary_error = fmt::format(
+          "the view ({} tokens) is larger than the engine's context ({} tokens), and so are its last turns",
+          tokens_, opt_.summary_prompt_limit);
     } else if (!limit_.check().ok()) {
       r_.summary_error = "no time left for a model summary";
     } else if (summarize_) {
       const auto asked = std::chrono::steady_clock::now();
-      auto s = summarize_(r_.conversation, u, opt_.summary_max_tokens);
+      auto s = summarize_(fitted ? *fitted : r_.conversation, u, opt_.summary_max_tokens);
       limit_.exclude(std::chrono::steady_clock::now() - asked);
       if (s.ok() && !s->empty()) {
         text = *s;

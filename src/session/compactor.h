@@ -48,17 +48,24 @@ struct CompactionOptions {
   // compact() fails with an error saying so. Zero: no limit.
   std::chrono::milliseconds time_limit{0};
   // The model summary is asked as a continuation of the current view; a view larger than
-  // this (tokens; the engine's context) cannot be sent, so the summary is extractive.
-  // Zero: no limit.
+  // this (tokens; the engine's context) cannot be sent, so the model is asked with a view
+  // whose oldest turns are replaced by their extractive summary, small enough to fit with
+  // the instruction and the summary (kSummaryRequestTokens + summary_max_tokens), and the
+  // summary is extractive only when not even the last turns fit. Zero: no limit.
   uint64_t summary_prompt_limit = 0;
 };
+
+// What a summary request adds to the view besides the summary: the instruction, the
+// template's turn markers and a margin.
+inline constexpr uint64_t kSummaryRequestTokens = 256;
 
 // Exact prompt tokens of a view (the messages sent upstream, with tools etc.).
 using ViewCountFn = std::function<Result<uint64_t>(const nlohmann::json& view)>;
 // Tokens of one text.
 using TextCountFn = std::function<Result<uint64_t>(const std::string& text)>;
-// Writes a summary of history[first .. until) of `c` (the engine sees the current view);
-// returns the text.
+// Writes a summary of history[first .. until) of `c` (the engine sees the current view, or,
+// when that is larger than its context, `c` is the conversation from a later turn on with an
+// extractive summary of what came before); returns the text.
 using SummarizeFn = std::function<Result<std::string>(const Conversation& c, uint64_t until, uint64_t max_tokens)>;
 
 struct CompactionResult {
@@ -68,6 +75,10 @@ struct CompactionResult {
   uint64_t tokens_after = 0;
   std::string summary_source;  // "model", "extractive" or "" (no L2)
   std::string summary_error;   // why the model summary was not used, if it was not
+  // The model was asked with a view from this history index on (the turns before it given as
+  // their extractive summary) because the whole view was larger than the engine's context;
+  // 0: the whole view.
+  uint64_t summary_view_from = 0;
   uint64_t dropped_messages = 0;
   uint64_t truncated_messages = 0;
 };

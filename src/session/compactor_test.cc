@@ -245,21 +245,49 @@ TEST(CompactorTest, ASlowModelSummaryDoesNotCountAgainstTheTimeLimit) {
 }
 
 // A view larger than the engine's context cannot be sent as a summary prompt (the measured
-// case sent 600,090 tokens): the summary is extractive instead.
-TEST(CompactorTest, NoModelSummaryForAViewLargerThanTheContext) {
+// case sent 600,090 tokens, and a request of 18,359 tokens overflowed a 16K engine): the
+// model is asked with a view whose oldest turns are their extractive summary, which fits.
+TEST(CompactorTest, AViewLargerThanTheContextIsSummarisedFromWhatFits) {
   Conversation c = agent(20, 2000);
-  int calls = 0;
   const uint64_t before = *count_view(build_view(c));
-  CompactionOptions o{.summary_prompt_limit = before / 2};
-  auto r = compact(c, 2000, c.length, count_view, count_text, fixed_summary("model summary", &calls), o);
+  CompactionOptions o{.summary_max_tokens = 200, .summary_prompt_limit = before / 2};
+  json asked;
+  uint64_t asked_until = 0;
+  SummarizeFn model = [&](const Conversation& conv, uint64_t until, uint64_t) -> Result<std::string> {
+    asked = build_view(conv);
+    asked_until = until;
+    return std::string("model summary");
+  };
+  auto r = compact(c, 2000, c.length, count_view, count_text, model, o);
   ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->summary_source, "model") << r->summary_error;
+  ASSERT_FALSE(asked.empty());
+  // What the model was asked fits the context with the instruction and the summary.
+  EXPECT_LE(*count_view(asked) + o.summary_max_tokens + kSummaryRequestTokens, o.summary_prompt_limit);
+  // It begins at a user turn before the cut, the turns before it in an extractive note.
+  EXPECT_GT(r->summary_view_from, 0U);
+  EXPECT_LT(r->summary_view_from, asked_until);
+  const std::string system = asked[0]["content"];
+  EXPECT_NE(system.find("src/mod0.cc"), std::string::npos)
+      << system.substr(0, 400);  // the oldest turn, extracted
+  EXPECT_EQ(asked[1]["role"], "user");
+  // As many turns as fit: one turn earlier would not have.
+  EXPECT_GT(*count_view(asked) + 4 * (2000 / 4),
+            o.summary_prompt_limit - o.summary_max_tokens - kSummaryRequestTokens);
+  // Not even the last turns fit: extractive, and said why.
+  o.summary_prompt_limit = 2000;
+  int calls = 0;
+  r = compact(c, 2000, c.length, count_view, count_text, fixed_summary("model summary", &calls), o);
+  ASSERT_TRUE(r.ok());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(r->summary_source, "extractive");
   EXPECT_NE(r->summary_error.find("larger than the engine's context"), std::string::npos) << r->summary_error;
+  // A view that fits is asked whole.
   o.summary_prompt_limit = before * 2;
   r = compact(c, 2000, c.length, count_view, count_text, fixed_summary("model summary", &calls), o);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r->summary_view_from, 0U);
 }
 
 }  // namespace
