@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include "cli/command.h"
 #include "cli/gateway_setup.h"
 #include "cli/up_options.h"
+#include "cli/up_steps.h"
 #include "device/facts.h"
 #include "engine/instance_lock.h"
 #include "engine/live_doctor.h"
@@ -51,14 +53,12 @@
 #include "util/units.h"
 
 namespace kvgate::cli {
-namespace {
+namespace up {
 
 int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
-
-namespace fs = std::filesystem;
 
 void say(const std::string& line) { std::fprintf(stderr, "kvgate up: %s\n", line.c_str()); }
 
@@ -187,6 +187,10 @@ gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps,
 Result<UpConfig> checked_config(UpOptions& options) {
   if (options.config) KV_TRY(merge_config_file(*options.config, options));
   KV_ASSIGN_OR_RETURN(UpConfig cfg, resolve_up_options(options));
+  // Engines side by side share the CPU unless told otherwise.
+  if (cfg.engines > 1 && !cfg.settings.threads) {
+    cfg.settings.threads = std::max(1u, std::thread::hardware_concurrency() / cfg.engines);
+  }
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
     return Error(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
                              cfg.listen.host));
@@ -194,31 +198,14 @@ Result<UpConfig> checked_config(UpOptions& options) {
   return cfg;
 }
 
-// What `kvgate up` starts: the model, this instance's locks and directory, the build and the
-// launch planned for it.
-struct Prepared {
-  fs::path model;
-  std::string listen;  // HOST:PORT
-  std::string who;     // this process, for the lock's description
-  std::unique_ptr<engine::InstanceLock> lock;
-  fs::path server;
-  plan::ServerCaps caps;
-  // The instance's own directory (0700): sessions (unless --state-dir none) and the engine's
-  // key file (0600), which keeps the key off the engine's command line.
-  fs::path instance_dir;
-  fs::path key_file;
-  engine::StartPlan start;  // its settings as launched: key file and saved-state folder included
-  gateway::KvOptions kv;
-  std::vector<std::string> args;
-  uint64_t max_token_bytes = 0;
-};
-
 // 1. Model, locks. 2. The build, the instance directory and the engine's key.
 Status take_model_and_build(const UpConfig& cfg, Prepared& p) {
   KV_ASSIGN_OR_RETURN(p.model, resolve_model(cfg.model));
   p.listen = fmt::format("{}:{}", cfg.listen.host, cfg.listen.port);
   p.who = fmt::format("kvgate up (pid {}) serving {} on http://{}", ::getpid(), p.model.string(), p.listen);
-  KV_ASSIGN_OR_RETURN(p.lock, engine::InstanceLock::acquire({"listen " + p.listen, "model " + p.model.string()}, p.who));
+  KV_ASSIGN_OR_RETURN(
+      auto lock, engine::InstanceLock::acquire({"listen " + p.listen, "model " + p.model.string()}, p.who));
+  p.lock = std::move(lock);
   KV_ASSIGN_OR_RETURN(p.server, engine::resolve_server(cfg.server));
   KV_ASSIGN_OR_RETURN(auto probed, engine::probe_server(p.server));
   p.caps = probed.caps;
@@ -274,7 +261,6 @@ engine::SupervisorConfig supervisor_config(const UpConfig& cfg, const Prepared& 
   return sc;
 }
 
-// The engine the gateway talks to: the supervisor's, while it serves.
 std::shared_ptr<gateway::HttpUpstream> supervised_upstream(engine::Supervisor& supervisor) {
   return std::make_shared<gateway::HttpUpstream>([&supervisor]() {
     const auto st = supervisor.status();
@@ -324,7 +310,6 @@ Result<gateway::GatewayOptions> up_gateway_options(const UpConfig& cfg, const Pr
   return go;
 }
 
-// The sessions' store and the saved engine states; what is kept where, for the ready line.
 Result<std::string> open_state(gateway::Gateway& gw, const UpConfig& cfg, const Prepared& p) {
   std::string note = "sessions in memory only";
   if (cfg.state_dir.value_or("") != "none") {
@@ -341,7 +326,6 @@ Result<std::string> open_state(gateway::Gateway& gw, const UpConfig& cfg, const 
   return note;
 }
 
-// A new engine generation tells the gateway its slots are empty; readiness sets the uptime.
 void follow_engine(engine::Supervisor& supervisor, gateway::Gateway& gw,
                    std::shared_ptr<std::atomic<int64_t>> ready_since) {
   auto seen_generation = std::make_shared<uint64_t>(0);  // only the supervisor's thread uses it
@@ -409,9 +393,16 @@ device::Facts read_device() {
   return dev;
 }
 
-}  // namespace
+fs::path log_dir_of(const UpConfig& cfg) {
+  return cfg.log_dir
+             ? fs::path(*cfg.log_dir)
+             : engine::cache_root() / "logs" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+}
+
+}  // namespace up
 
 int run_up(int argc, char** argv) {
+  using namespace up;  // NOLINT(google-build-using-namespace): this command's own steps
   // SIGINT/SIGTERM are collected with sigtimedwait in serve_until_stopped.
   const sigset_t stop_signals = block_stop_signals();
 
@@ -432,10 +423,9 @@ int run_up(int argc, char** argv) {
   Prepared p;
   if (auto st = take_model_and_build(cfg, p); !st) return fail(st.error().message());
   if (auto st = plan_engine(cfg, options, dev, p); !st) return fail(st.error().message());
+  if (cfg.engines > 1) return serve_engines(cfg, p, stop_signals);
 
-  const fs::path log_dir =
-      cfg.log_dir ? fs::path(*cfg.log_dir)
-                  : engine::cache_root() / "logs" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  const fs::path log_dir = log_dir_of(cfg);
   auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
   if (!log) return fail(log.error().message());
   engine::Supervisor supervisor(supervisor_config(cfg, p, std::shared_ptr<engine::RotatingLog>(std::move(*log))));

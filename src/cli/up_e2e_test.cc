@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -200,6 +201,88 @@ TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
   EXPECT_TRUE(fs::exists(dir_ / "logs" / "engine.log"));
 }
 
+// --engines 2: two supervised engines behind one gateway. Conversations are spread over both
+// and stay where they are; an engine killed costs no turn (its conversations go to the
+// other), its supervisor starts it again and it rejoins; SIGTERM stops both.
+TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
+  Up up(args(model_, port_, {"--engines", "2", "--parallel", "2", "--state-dir", (dir_ / "state").string()}));
+  ASSERT_TRUE(up.wait_for(fmt::format("gateway: http://127.0.0.1:{}/v1  (2 engines", port_))) << up.output();
+  // The second engine to be ready says so after the first one's gateway line.
+  ASSERT_TRUE(up.wait_for("serves behind the gateway")) << up.output();
+  std::vector<pid_t> engines;
+  {
+    const std::string out = up.output();
+    static const std::regex re(R"(ready in [0-9.]+ s: engine pid (\d+))");
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) {
+      engines.push_back(static_cast<pid_t>(std::stoi((*it)[1])));
+    }
+  }
+  ASSERT_EQ(engines.size(), 2u) << up.output();
+  httplib::Client client("127.0.0.1", port_);
+  client.set_read_timeout(std::chrono::seconds(60));
+  std::vector<json> conversations;
+  for (int c = 0; c < 4; ++c) {
+    conversations.push_back(
+        json::array({{{"role", "user"},
+                      {"content", fmt::format("Conversation {} asks about the {} river.", c, c * 7)}}}));
+  }
+  int failed = 0;
+  auto round = [&] {
+    for (auto& messages : conversations) {
+      const json chat = {
+          {"messages", messages}, {"max_tokens", 4}, {"grammar", "root ::= [a-z]+ (\" \" [a-z]+)*"}};
+      auto res = client.Post("/v1/chat/completions", chat.dump(), "application/json");
+      if (!res || res->status != 200) {
+        ++failed;
+        ADD_FAILURE() << (res ? res->body : std::string("no answer"));
+        continue;
+      }
+      messages.push_back(json::parse(res->body)["choices"][0]["message"]);
+      messages.push_back({{"role", "user"}, {"content", "And then?"}});
+    }
+  };
+  auto routing = [&] {
+    auto res = client.Get("/kvgate/v1/status");
+    EXPECT_TRUE(res && res->status == 200);
+    json out = json::array();
+    if (res && res->status == 200) {
+      const json status = json::parse(res->body);
+      for (const auto& u : status["upstreams"]) out.push_back(u["routing"]);
+    }
+    return out;
+  };
+  round();
+  round();
+  json r = routing();
+  ASSERT_EQ(r.size(), 2u) << r.dump();
+  EXPECT_EQ(r[0]["conversations"], 2) << r.dump();  // new conversations by load
+  EXPECT_EQ(r[1]["conversations"], 2) << r.dump();
+  EXPECT_EQ(r[0]["moves_out"], 0) << r.dump();  // and they stayed
+  EXPECT_EQ(r[1]["moves_out"], 0) << r.dump();
+
+  ASSERT_EQ(::kill(engines[0], SIGKILL), 0);
+  round();
+  round();
+  EXPECT_EQ(failed, 0);
+  r = routing();
+  EXPECT_GE(r[0]["moves_out"].get<int>() + r[1]["moves_out"].get<int>(), 1) << r.dump();
+  ASSERT_TRUE(up.wait_for("engine start #2")) << up.output();
+  // Started again, it rejoins the routing.
+  bool both_up = false;
+  for (int i = 0; i < 150 && !both_up; ++i) {
+    r = routing();
+    both_up = r.size() == 2 && r[0]["up"] == true && r[1]["up"] == true;
+    if (!both_up) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(both_up) << r.dump();
+
+  up.process().signal_group(SIGTERM);
+  EXPECT_EQ(up.wait_exit(), 0) << up.output();
+  EXPECT_FALSE(process_exists(engines[1]));
+  EXPECT_TRUE(fs::exists(dir_ / "logs" / "engine-0.log"));
+  EXPECT_TRUE(fs::exists(dir_ / "state" / "engine-1" / "sessions.db"));
+}
+
 unsigned mode_of(const fs::path& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return 01000;  // missing: never a valid mode
@@ -219,8 +302,9 @@ TEST_F(UpE2eTest, KeyOffTheCommandLineAndStateOwnerOnly) {
   // One turn, so the WAL holds conversation text.
   httplib::Client client("127.0.0.1", port_);
   client.set_read_timeout(std::chrono::seconds(60));
-  auto res = client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})",
-                         "application/json");
+  auto res =
+      client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})",
+                  "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200) << res->body;
   const pid_t engine = up.engine_pid();
@@ -233,7 +317,8 @@ TEST_F(UpE2eTest, KeyOffTheCommandLineAndStateOwnerOnly) {
   ASSERT_EQ(key.size(), 32u) << "the key file holds the engine's key";
   EXPECT_EQ(cmdline.find(key), std::string::npos) << "the key is on the engine's command line";
   EXPECT_EQ(cmdline.find(std::string("--api-key") + '\0'), std::string::npos);
-  EXPECT_NE(cmdline.find(std::string("--api-key-file") + '\0' + (state / "engine.key").string()), std::string::npos);
+  EXPECT_NE(cmdline.find(std::string("--api-key-file") + '\0' + (state / "engine.key").string()),
+            std::string::npos);
   // The key file is what protects the engine: without the key it refuses.
   const uint16_t engine_port = [&] {
     static const std::regex re(R"(engine pid \d+ on http://127\.0\.0\.1:(\d+))");
@@ -243,8 +328,9 @@ TEST_F(UpE2eTest, KeyOffTheCommandLineAndStateOwnerOnly) {
   }();
   ASSERT_GT(engine_port, 0) << up.output();
   httplib::Client direct("127.0.0.1", engine_port);
-  auto bypass = direct.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1})",
-                            "application/json");
+  auto bypass =
+      direct.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":1})",
+                  "application/json");
   ASSERT_TRUE(bypass);
   EXPECT_EQ(bypass->status, 401);
   EXPECT_EQ(mode_of(state), 0700u);
@@ -304,16 +390,19 @@ TEST_F(UpE2eTest, IkEngineDyingAtStartIsReportedWithItsOwnError) {
   const fs::path wrapper = dir_ / "ik-with-bf16-cache";
   std::ofstream(wrapper) << "#!/bin/sh\nexec '" << ik->string() << "' \"$@\" -ctk bf16 -ctv bf16\n";
   fs::permissions(wrapper, fs::perms::owner_all);
-  Up up(args(model_, port_, {"--server", wrapper.string(), "--state-dir", "none", "--max-failed-starts", "1"}));
+  Up up(
+      args(model_, port_, {"--server", wrapper.string(), "--state-dir", "none", "--max-failed-starts", "1"}));
   EXPECT_EQ(up.wait_exit(std::chrono::seconds(120)), 1) << up.output();
   const std::string out = up.output();
   const size_t gave_up = out.find("kvgate up: giving up: ");
   ASSERT_NE(gave_up, std::string::npos) << out;
   const std::string report = out.substr(gave_up);
   EXPECT_NE(report.find("killed by signal 6"), std::string::npos) << report;
-  EXPECT_NE(report.find("it said:\n  | K cache bf16 coupled with V cache bf16 is not a supported combination on the CPU "
-                        "backend"),
-            std::string::npos)
+  EXPECT_NE(
+      report.find(
+          "it said:\n  | K cache bf16 coupled with V cache bf16 is not a supported combination on the CPU "
+          "backend"),
+      std::string::npos)
       << report;
   EXPECT_NE(report.find("Fatal error"), std::string::npos) << report;
   EXPECT_EQ(report.find("[Inferior"), std::string::npos) << report;

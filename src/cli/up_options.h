@@ -98,6 +98,7 @@ struct UpConfig {
   // The gateway.
   std::optional<std::string> state_dir;  // "none": sessions in memory only
   std::optional<std::string> prefill_report;  // a bench prefill.json for the status page
+  uint32_t engines = 1;                       // kvgate up: engines of the model side by side
   std::optional<std::string> upstream;        // kvgate serve: the servers' URLs, comma-separated
   std::optional<std::string> upstream_key;    // and their key
   std::optional<std::string> routing;         // with several: "affinity" (default) or "round-robin"
