@@ -243,6 +243,14 @@ class Gateway {
                                                  const CompactionCall& call);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
+  // The messages sent upstream for `view` in a request with `body`: with thinking off, every
+  // assistant message carries an empty reasoning ("\n") when the engine's template then
+  // renders a reply after the last user message exactly as its generation prompt left it
+  // (a Qwen3-style template ends that prompt in an empty think block it renders for a past
+  // reply only when the reply has reasoning): a turn after a tool call then extends the
+  // previous prompt instead of recomputing the reply. Probed once per engine generation.
+  nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body);
+  bool empty_reasoning_keeps_prefix();
   // The bounds check_chat_limits() applies (the context only asked for when it is used).
   RequestLimits request_limits();
   // Engine-written summary of history before `until`, asked as a continuation of the cached
@@ -305,6 +313,8 @@ class Gateway {
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;             // guarded by context_mu_
   uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_
+  std::optional<bool> reasoning_mark_;      // guarded by context_mu_: empty_reasoning_keeps_prefix()
+  uint64_t reasoning_mark_generation_ = ~0ULL;  // guarded by context_mu_
 };
 
 }  // namespace kvgate::gateway

@@ -45,7 +45,7 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
                                               const CompactionCall& call) {
   const auto t0 = std::chrono::steady_clock::now();
   auto count_view = [&](const json& view) -> Result<uint64_t> {
-    KV_ASSIGN_OR_RETURN(TokenCount c, tokens_.count(body, view));
+    KV_ASSIGN_OR_RETURN(TokenCount c, tokens_.count(body, upstream_view(view, body)));
     return c.tokens;
   };
   auto count_text = [&](const std::string& text) -> Result<uint64_t> { return tokens_.count_text(text); };
@@ -82,7 +82,8 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   // The engine has the last view (and its reply) in this slot's cache: ask for the summary
   // as a continuation of exactly that, so only the instruction and the summary are computed.
   const bool last_view = continuation && !session.last_view.empty();
-  json messages = last_view ? session.last_view : build_view(c);
+  const json thinking_off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  json messages = last_view ? session.last_view : upstream_view(build_view(c), thinking_off);
   if (last_view && c.length > session.last_request_messages &&
       session.last_request_messages >= c.first_kept()) {
     messages.push_back(c.at(session.last_request_messages).message);  // the reply the engine wrote
@@ -99,7 +100,8 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
       "earlier parts is above, fold it in. At most {} words, plain text, no preamble.",
       before.empty() ? std::string() : fmt::format(" before the message that begins \"{}\"", before), words);
   messages.push_back({{"role", "user"}, {"content", instruction}});
-  json render = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  json render = thinking_off;
+  render["messages"] = messages;
   if (request_body.contains("tools")) render["tools"] = request_body["tools"];
   auto rendered = upstream_->call("POST", "/apply-template", util::json_text(render), std::chrono::seconds(60));
   if (!rendered.ok()) return Error("summary: " + rendered.error().message);

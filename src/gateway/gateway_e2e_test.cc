@@ -1,13 +1,15 @@
 // End to end through kvgate's gateway to the real pinned llama-server.
-#include <gtest/gtest.h>
+#include "testing/gateway_e2e.h"
 
 #include <atomic>
 #include <thread>
 
+#include <gtest/gtest.h>
+
+#include "bench/tool_model.h"
 #include "http/sse.h"
 #include "testing/eventually.h"
 #include "testing/fork_param.h"
-#include "testing/gateway_e2e.h"
 
 namespace kvgate::gateway {
 
@@ -121,6 +123,55 @@ TEST_P(GatewayE2eTest, ASelfSummarisingClientGoesOnInItsSession) {
   // Its slot still holds the system prompt.
   const uint64_t cached = a3.body["usage"]["prompt_tokens_details"]["cached_tokens"];
   EXPECT_GT(cached, 200u) << a3.raw;
+}
+
+TEST_P(GatewayE2eTest, ATurnAfterAToolCallExtendsThePreviousPrompt) {
+  // With thinking off the generation prompt ends in an empty think block, which a
+  // Qwen3-style template renders for a past reply only when it carries reasoning: kvgate
+  // marks the reply with an empty one, so the turn after a tool call reuses the whole
+  // previous prompt, instead of recomputing from the block on.
+  GatewayOptions o;
+  o.slots = 2;
+  testing::Front f(std::make_shared<bench::ToolModelUpstream>(
+                       std::make_shared<HttpUpstream>([] { return engine_->endpoint(); })),
+                   with_fork(o));
+  auto c = f.client();
+  const json tools = json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "read_file"},
+                                     {"description", "Read a file"},
+                                     {"parameters",
+                                      {{"type", "object"},
+                                       {"properties", {{"path", {{"type", "string"}}}}},
+                                       {"required", json::array({"path"})}}}}}}});
+  json messages = json::array({{{"role", "system"}, {"content", "You are an agent with tools. Use them."}},
+                               {{"role", "user"}, {"content", "Read the file notes.md, please."}}});
+  json first = plain_chat(messages, 48);
+  first["tools"] = tools;
+  first["tool_choice"] = "required";
+  auto a1 = post_json(c, "/v1/chat/completions", first);
+  ASSERT_EQ(a1.status, 200) << a1.raw;
+  const json& call_message = a1.body["choices"][0]["message"];
+  ASSERT_TRUE(call_message.contains("tool_calls") && !call_message["tool_calls"].empty()) << a1.raw;
+  messages.push_back(call_message);
+  messages.push_back({{"role", "tool"},
+                      {"tool_call_id", call_message["tool_calls"][0]["id"]},
+                      {"content", "notes: ship it"}});
+  json second = plain_chat(messages, 8);
+  second["tools"] = tools;
+  auto a2 = post_json(c, "/v1/chat/completions", second);
+  ASSERT_EQ(a2.status, 200) << a2.raw;
+  const uint64_t prompt1 = a1.body["usage"]["prompt_tokens"];
+  const uint64_t cached2 = a2.body["usage"]["prompt_tokens_details"]["cached_tokens"];
+  std::printf("first prompt %llu tokens, reply %llu; second prompt %llu, %llu from the cache\n",
+              static_cast<unsigned long long>(prompt1),
+              static_cast<unsigned long long>(a1.body["usage"].value("completion_tokens", 0)),
+              static_cast<unsigned long long>(a2.body["usage"].value("prompt_tokens", 0)),
+              static_cast<unsigned long long>(cached2));
+  // All of the first prompt, its empty think block included (without the mark the history
+  // leaves the block out and the reuse stops before it). How much of the call after it is
+  // reused depends on how the engine tokenised the generated call.
+  EXPECT_GE(cached2, prompt1) << a2.raw;
 }
 
 TEST_P(GatewayE2eTest, StreamRelaysEventsAndUsageOnlyWhenAsked) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "gateway/gateway.h"
+#include "util/json.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -178,6 +179,65 @@ uint64_t Gateway::context_tokens() {
     }
   }
   return context_tokens_;
+}
+
+namespace {
+
+bool thinking_off(const json& body) {
+  auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs == body.end() || !kwargs->is_object()) return false;
+  auto on = kwargs->find("enable_thinking");
+  return on != kwargs->end() && on->is_boolean() && !on->get<bool>();
+}
+
+}  // namespace
+
+bool Gateway::empty_reasoning_keeps_prefix() {
+  std::lock_guard lock(context_mu_);
+  const uint64_t generation = engine_generation_.load();
+  if (reasoning_mark_ && reasoning_mark_generation_ == generation) return *reasoning_mark_;
+  // The opening of a conversation with its generation prompt, and the same conversation with
+  // a reply (a tool call, then its result): does the second begin with the first and the reply?
+  const json user = {{"role", "user"}, {"content", "kvgate template probe"}};
+  const json call = {
+      {"id", "call_probe"}, {"type", "function"}, {"function", {{"name", "probe"}, {"arguments", "{}"}}}};
+  auto render = [&](const json& messages) -> std::optional<std::string> {
+    const json body = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    auto res = upstream_->call("POST", "/apply-template", util::json_text(body), std::chrono::seconds(10));
+    if (!res.ok() || res->status != 200) return std::nullopt;
+    auto j = json::parse(res->body, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+      return std::nullopt;
+    return j["prompt"].get<std::string>();
+  };
+  auto with_reply = [&](bool marked) {
+    json reply = {
+        {"role", "assistant"}, {"content", "kvgate probe reply"}, {"tool_calls", json::array({call})}};
+    if (marked) reply["reasoning_content"] = "\n";
+    return json::array({user, reply, {{"role", "tool"}, {"tool_call_id", "call_probe"}, {"content", "ok"}}});
+  };
+  const auto opening = render(json::array({user}));
+  const auto plain = render(with_reply(false));
+  const auto marked = render(with_reply(true));
+  if (!opening || !plain || !marked) return false;  // asked again next time
+  const std::string expected = *opening + "kvgate probe reply";
+  // Marked only where that makes the difference: a template without the empty block in its
+  // generation prompt already continues it.
+  reasoning_mark_ = plain->rfind(expected, 0) != 0 && marked->rfind(expected, 0) == 0;
+  reasoning_mark_generation_ = generation;
+  util::log_event(util::LogLevel::kInfo, "template_probe",
+                  {{"empty_reasoning_keeps_prefix", *reasoning_mark_}});
+  return *reasoning_mark_;
+}
+
+json Gateway::upstream_view(json view, const json& body) {
+  if (!view.is_array() || !thinking_off(body) || !empty_reasoning_keeps_prefix()) return view;
+  for (auto& m : view) {
+    if (m.is_object() && m.value("role", "") == "assistant" && !m.contains("reasoning_content")) {
+      m["reasoning_content"] = "\n";
+    }
+  }
+  return view;
 }
 
 }  // namespace kvgate::gateway

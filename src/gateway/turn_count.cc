@@ -16,7 +16,7 @@ using session::build_view;
 using nlohmann::json;
 
 ApiStatus Turn::budget() {
-  view_ = build_view(conv_);
+  view_ = g_.upstream_view(build_view(conv_), req_.body);
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
   // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).
   generation_ = g_.engine_generation_.load();
@@ -66,7 +66,7 @@ ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
   cause_ = BreakCause::kCompaction;
   cause_detail_ = event.value("level", "");
   compactions_.push_back(std::move(event));
-  view_ = build_view(conv_);
+  view_ = g_.upstream_view(build_view(conv_), req_.body);
   recount();
   return {};
 }

@@ -1,13 +1,14 @@
 #include "rescue/tool_call_parse.h"
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include <gtest/gtest.h>
+
 #include "rescue/relaxed_json.h"
+#include "testing/cpu_time.h"
 
 namespace kvgate::rescue {
 namespace {
@@ -289,10 +290,11 @@ TEST(ToolCallParse, AdversarialInputsStayLinear) {
       {"lfm lists", [] { std::string s; for (int i = 0; i < 30000; ++i) s += "<|tool_call_start|>[f(a=["; return s; }()},
   };
   for (const auto& [label, raw] : inputs) {
-    auto start = std::chrono::steady_clock::now();
-    auto r = parse_tool_calls(raw, kWeather);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-    EXPECT_LT(ms.count(), 3000) << label;
+    ToolCallParseResult r;
+    // The thread's CPU time, not the wall clock (a loaded machine stretches that): a quadratic
+    // pass over these few hundred kilobytes would take minutes.
+    const double ms = testing::cpu_ms([&] { r = parse_tool_calls(raw, kWeather); });
+    EXPECT_LT(ms, 3000) << label;
     EXPECT_TRUE(r.message.contains("content")) << label;
   }
 }
