@@ -313,8 +313,10 @@ class Gateway {
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;             // guarded by context_mu_
   uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_
-  std::optional<bool> reasoning_mark_;      // guarded by context_mu_: empty_reasoning_keeps_prefix()
-  uint64_t reasoning_mark_generation_ = ~0ULL;  // guarded by context_mu_
+  std::mutex probe_mu_;                     // empty_reasoning_keeps_prefix()'s answer, per engine generation:
+  std::optional<bool> reasoning_mark_;      // guarded by probe_mu_
+  uint64_t reasoning_mark_generation_ = ~0ULL;               // guarded by probe_mu_
+  std::chrono::steady_clock::time_point reasoning_retry_{};  // guarded by probe_mu_
 };
 
 }  // namespace kvgate::gateway

@@ -193,9 +193,18 @@ bool thinking_off(const json& body) {
 }  // namespace
 
 bool Gateway::empty_reasoning_keeps_prefix() {
-  std::lock_guard lock(context_mu_);
+  std::lock_guard lock(probe_mu_);
   const uint64_t generation = engine_generation_.load();
-  if (reasoning_mark_ && reasoning_mark_generation_ == generation) return *reasoning_mark_;
+  const auto now = std::chrono::steady_clock::now();
+  // Asked once per engine start; an engine that did not answer is asked again a minute later
+  // (a turn never waits on a silent engine for more than the probe's short time-out).
+  if (reasoning_mark_ && reasoning_mark_generation_ == generation &&
+      (*reasoning_mark_ || now < reasoning_retry_)) {
+    return *reasoning_mark_;
+  }
+  reasoning_mark_ = false;
+  reasoning_mark_generation_ = generation;
+  reasoning_retry_ = now + std::chrono::minutes(1);
   // The opening of a conversation with its generation prompt, and the same conversation with
   // a reply (a tool call, then its result): does the second begin with the first and the reply?
   const json user = {{"role", "user"}, {"content", "kvgate template probe"}};
@@ -203,7 +212,7 @@ bool Gateway::empty_reasoning_keeps_prefix() {
       {"id", "call_probe"}, {"type", "function"}, {"function", {{"name", "probe"}, {"arguments", "{}"}}}};
   auto render = [&](const json& messages) -> std::optional<std::string> {
     const json body = {{"messages", messages}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
-    auto res = upstream_->call("POST", "/apply-template", util::json_text(body), std::chrono::seconds(10));
+    auto res = upstream_->call("POST", "/apply-template", util::json_text(body), std::chrono::seconds(1));
     if (!res.ok() || res->status != 200) return std::nullopt;
     auto j = json::parse(res->body, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
@@ -217,14 +226,15 @@ bool Gateway::empty_reasoning_keeps_prefix() {
     return json::array({user, reply, {{"role", "tool"}, {"tool_call_id", "call_probe"}, {"content", "ok"}}});
   };
   const auto opening = render(json::array({user}));
+  if (!opening) return false;
   const auto plain = render(with_reply(false));
+  if (!plain) return false;
   const auto marked = render(with_reply(true));
-  if (!opening || !plain || !marked) return false;  // asked again next time
+  if (!marked) return false;
   const std::string expected = *opening + "kvgate probe reply";
   // Marked only where that makes the difference: a template without the empty block in its
   // generation prompt already continues it.
   reasoning_mark_ = plain->rfind(expected, 0) != 0 && marked->rfind(expected, 0) == 0;
-  reasoning_mark_generation_ = generation;
   util::log_event(util::LogLevel::kInfo, "template_probe",
                   {{"empty_reasoning_keeps_prefix", *reasoning_mark_}});
   return *reasoning_mark_;
