@@ -289,11 +289,12 @@ TEST(ToolCallParse, AdversarialInputsStayLinear) {
       {"open strings", [] { std::string s; for (int i = 0; i < 40000; ++i) s += "{\"a\":\""; return s; }()},
       {"lfm lists", [] { std::string s; for (int i = 0; i < 30000; ++i) s += "<|tool_call_start|>[f(a=["; return s; }()},
   };
-  for (const auto& [label, raw] : inputs) {
+  for (const auto& input : inputs) {
+    const char* label = input.first;
     ToolCallParseResult r;
     // The thread's CPU time, not the wall clock (a loaded machine stretches that): a quadratic
     // pass over these few hundred kilobytes would take minutes.
-    const double ms = testing::cpu_ms([&] { r = parse_tool_calls(raw, kWeather); });
+    const double ms = testing::cpu_ms([&] { r = parse_tool_calls(input.second, kWeather); });
     EXPECT_LT(ms, 3000) << label;
     EXPECT_TRUE(r.message.contains("content")) << label;
   }
