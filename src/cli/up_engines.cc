@@ -136,12 +136,14 @@ int watch_engines(const sigset_t& stop_signals, std::vector<std::unique_ptr<Unit
 
 int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& stop_signals) {
   const size_t n = cfg.engines;
-  const uint64_t each = base.start.memory.total();
-  if (base.start.budget.bytes && each * n > *base.start.budget.bytes) {
+  // The reserve (OS, driver) is kept once, whatever runs beside it.
+  const uint64_t reserve = std::min(base.start.memory.reserve, base.start.memory.total());
+  const uint64_t each = base.start.memory.total() - reserve;
+  if (base.start.budget.bytes && each * n + reserve > *base.start.budget.bytes) {
     say(fmt::format(
-        "{} engines need {} ({} each), more than the memory budget {}: give fewer --engines, a smaller "
-        "--ctx or --parallel",
-        n, util::format_bytes(each * n), util::format_bytes(each),
+        "{} engines need {} ({} each and a {} reserve), more than the memory budget {}: give fewer "
+        "--engines, a smaller --ctx or --parallel, or --cache-ram",
+        n, util::format_bytes(each * n + reserve), util::format_bytes(each), util::format_bytes(reserve),
         util::format_bytes(*base.start.budget.bytes)));
     return kExitFailure;
   }
@@ -177,11 +179,10 @@ int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& sto
   }
   const auto& go = units.front()->gateway->options();
   const std::string gateway_line = fmt::format(
-      "gateway: http://{}:{}/v1  ({} engines, each conversation kept on one; {}; compaction {} at {} "
-      "tokens{})",
-      cfg.listen.host, front.port(), n, units.front()->state_note + " (per engine)",
-      go.compaction ? "on" : "off", go.high_watermark_tokens.value_or(0),
-      cfg.api_key ? "; clients send --api-key" : "");
+      "gateway: http://{}:{}/v1  ({} engines, each conversation kept on one; per engine: {}; compaction {} "
+      "at {} tokens{})",
+      cfg.listen.host, front.port(), n, units.front()->state_note, go.compaction ? "on" : "off",
+      go.high_watermark_tokens.value_or(0), cfg.api_key ? "; clients send --api-key" : "");
   say(fmt::format("engine: {}", base.caps.describe()));
   say(fmt::format("plan (each of {} engines): {}", n,
                   plan_summary(base.start.memory, base.start.budget.bytes)));
