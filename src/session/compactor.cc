@@ -181,6 +181,28 @@ std::string extractive_summary(const Conversation& c, uint64_t until, size_t max
 
 namespace {
 
+// The first of `candidates` (ascending history indices) for which `fits` holds, when views
+// shrink as the index grows (once it holds, it holds for every later one): binary search,
+// the last candidate tried first. None when not even the last fits.
+template <typename Fits>
+Result<std::optional<uint64_t>> first_fitting(const std::vector<uint64_t>& candidates, Fits&& fits) {
+  if (candidates.empty()) return std::optional<uint64_t>();
+  size_t lo = 0;
+  size_t hi = candidates.size() - 1;
+  KV_ASSIGN_OR_RETURN(bool last_fits, fits(candidates[hi]));
+  if (!last_fits) return std::optional<uint64_t>();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    KV_ASSIGN_OR_RETURN(bool ok, fits(candidates[mid]));
+    if (ok) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return std::optional<uint64_t>(candidates[lo]);
+}
+
 // One compaction in progress: the conversation being changed, its counted size, and the
 // counting functions bounded by the compaction's time limit. Each level is a method.
 class Compaction {
@@ -278,20 +300,8 @@ class Compaction {
       KV_ASSIGN_OR_RETURN(uint64_t n, count_view(build_view(probe)));
       return n + summary_allowance <= target_;
     };
-    size_t lo = 0;
-    size_t hi = cuts_.size() - 1;
-    KV_ASSIGN_OR_RETURN(bool last_fits, fits_with_cut(cuts_[hi]));
-    if (!last_fits) return cuts_.back();
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      KV_ASSIGN_OR_RETURN(bool ok, fits_with_cut(cuts_[mid]));
-      if (ok) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    return cuts_[lo];
+    KV_ASSIGN_OR_RETURN(auto first, first_fitting(cuts_, fits_with_cut));
+    return first.value_or(cuts_.back());
   }
 
   // A view small enough to ask the model for the summary of the turns before `u` when the
@@ -322,21 +332,10 @@ class Compaction {
       KV_ASSIGN_OR_RETURN(uint64_t n, count_view(build_view(probe_from(a))));
       return n + room <= opt_.summary_prompt_limit;
     };
-    KV_ASSIGN_OR_RETURN(bool last_fits, fits(starts.back()));
-    if (!last_fits) return std::optional<Conversation>();
-    size_t lo = 0;
-    size_t hi = starts.size() - 1;
-    while (lo < hi) {
-      const size_t mid = (lo + hi) / 2;
-      KV_ASSIGN_OR_RETURN(bool ok, fits(starts[mid]));
-      if (ok) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    r_.summary_view_from = starts[lo];
-    return std::optional<Conversation>(probe_from(starts[lo]));
+    KV_ASSIGN_OR_RETURN(auto first, first_fitting(starts, fits));
+    if (!first) return std::optional<Conversation>();
+    r_.summary_view_from = *first;
+    return std::optional<Conversation>(probe_from(*first));
   }
 
   // The summary of the messages before cut `u`: the model's when it can and may be asked,
