@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "gguf/file.h"
+#include "plan/chat_template.h"
 #include "util/units.h"
 
 namespace kvgate::cli {
@@ -153,6 +154,20 @@ void print_text(const std::string& path, const gguf::File& f, bool with_tensors)
   }
 }
 
+// The template on stdout, what was done with it on stderr.
+int print_stable_template(const gguf::File& f) {
+  const auto tmpl = f.get_string("tokenizer.chat_template");
+  if (!tmpl) {
+    std::fprintf(stderr, "kvgate inspect: the model has no chat template (tokenizer.chat_template)\n");
+    return kExitFailure;
+  }
+  const plan::StableTemplate stable = plan::prefix_stable_template(*tmpl);
+  std::fprintf(stderr, "kvgate inspect: %s\n", stable.describe().c_str());
+  const std::string_view text = stable.patched() ? std::string_view(stable.text) : *tmpl;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
@@ -165,6 +180,10 @@ int run_inspect(int argc, char** argv) {
   app.add_option("model", path, "GGUF model file")->required();
   app.add_flag("--json", as_json, "machine-readable output");
   app.add_flag("--tensors", with_tensors, "list every tensor");
+  bool stable_template = false;
+  app.add_flag("--stable-template", stable_template,
+               "print the chat template `kvgate up` starts the engine with (for a server started otherwise: "
+               "pass it with --chat-template-file)");
   if (auto code = parse_args(app, argc, argv)) return *code;
 
   auto file = gguf::File::open(path);
@@ -172,6 +191,7 @@ int run_inspect(int argc, char** argv) {
     std::fprintf(stderr, "kvgate inspect: %s\n", file.error().message().c_str());
     return kExitFailure;
   }
+  if (stable_template) return print_stable_template(*file);
   if (as_json) {
     std::printf("%s\n", to_json(path, *file, with_tensors).dump(2).c_str());
   } else {

@@ -44,6 +44,7 @@
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "http/http_server.h"
+#include "plan/chat_template.h"
 #include "plan/engine_choices.h"
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
@@ -217,6 +218,31 @@ Status take_model_and_build(const UpConfig& cfg, Prepared& p) {
   return {};
 }
 
+// The model's template made prefix-stable (plan/chat_template.h), written beside the engine's
+// key and passed with --chat-template-file; `template_note` says what was done.
+Status use_stable_template(const UpConfig& cfg, const gguf::File& f, Prepared& p) {
+  if (!cfg.stable_template || !p.start.settings.jinja) {
+    p.template_note = "the model's template as it is (--stable-template off)";
+    return {};
+  }
+  const auto tmpl = f.get_string("tokenizer.chat_template");
+  if (!tmpl) {
+    p.template_note = "the engine's own (the model has none)";
+    return {};
+  }
+  const plan::StableTemplate stable = plan::prefix_stable_template(*tmpl);
+  p.template_note = stable.describe();
+  if (!stable.patched()) return {};
+  if (!p.caps.help_flags.count("--chat-template-file")) {
+    p.template_note = "the model's template as it is (this build lists no --chat-template-file)";
+    return {};
+  }
+  const fs::path file = p.instance_dir / "chat-template.jinja";
+  KV_TRY(util::write_private_file(file, stable.text));
+  p.start.settings.chat_template_file = file.string();
+  return {};
+}
+
 // 3. The plan, refused over its budget; the saved state and the build's arguments.
 Status plan_engine(const UpConfig& cfg, const UpOptions& options, const device::Facts& dev, Prepared& p) {
   engine::StartRequest request{.settings = cfg.settings,
@@ -242,6 +268,7 @@ Status plan_engine(const UpConfig& cfg, const UpOptions& options, const device::
   }
   p.kv = kv_options(cfg, p.caps, p.instance_dir, p.start);
   if (p.kv.enabled()) p.start.settings.slot_save_path = p.kv.dir.string();
+  KV_TRY(use_stable_template(cfg, gguf_file, p));
   KV_ASSIGN_OR_RETURN(p.args, plan::launch_args(p.start.settings, p.caps));
   return {};
 }
@@ -423,6 +450,7 @@ int run_up(int argc, char** argv) {
   Prepared p;
   if (auto st = take_model_and_build(cfg, p); !st) return fail(st.error().message());
   if (auto st = plan_engine(cfg, options, dev, p); !st) return fail(st.error().message());
+  say(fmt::format("chat template: {}", p.template_note));
   if (cfg.engines > 1) return serve_engines(cfg, p, stop_signals);
 
   const fs::path log_dir = log_dir_of(cfg);

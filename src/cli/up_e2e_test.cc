@@ -319,6 +319,15 @@ TEST_F(UpE2eTest, KeyOffTheCommandLineAndStateOwnerOnly) {
   EXPECT_EQ(cmdline.find(std::string("--api-key") + '\0'), std::string::npos);
   EXPECT_NE(cmdline.find(std::string("--api-key-file") + '\0' + (state / "engine.key").string()),
             std::string::npos);
+  // The model's template made prefix-stable (plan/chat_template.h), beside the key.
+  EXPECT_NE(
+      cmdline.find(std::string("--chat-template-file") + '\0' + (state / "chat-template.jinja").string()),
+      std::string::npos);
+  EXPECT_NE(up.output().find("chat template: the model's template, with its reasoning-history guard also "
+                             "honouring preserve_thinking"),
+            std::string::npos)
+      << up.output();
+  EXPECT_EQ(mode_of(state / "chat-template.jinja"), 0600u);
   // The key file is what protects the engine: without the key it refuses.
   const uint16_t engine_port = [&] {
     static const std::regex re(R"(engine pid \d+ on http://127\.0\.0\.1:(\d+))");

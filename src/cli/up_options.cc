@@ -271,6 +271,9 @@ constexpr UpOptionInfo kOptions[] = {
     {"context-shift", switch_on_off<setting<&Settings::context_shift>>,
      "on|off (default off: kvgate compacts instead)"},
     {"jinja", switch_on_off<setting<&Settings::jinja>>, "on|off (default on)"},
+    {"stable-template", switch_on_off<config<&UpConfig::stable_template>>,
+     "on|off: with thinking off, start the engine with the model's template made to render past replies as "
+     "generated, where it drops their think blocks (default on)"},
     {"timeout", whole<1u, kMaxU32, setting<&Settings::timeout_s>>,
      "engine socket time-out in seconds (default 3600)"},
     {"threads", whole<1u, kMaxU32, setting<&Settings::threads>>, "engine CPU threads"},

@@ -86,6 +86,7 @@ struct UpConfig {
   std::vector<std::string> api_keys;
   std::optional<std::string> server;
   plan::ServerSettings settings;  // model_path and api_key are set by up
+  bool stable_template = true;    // the model's template made prefix-stable (plan/chat_template.h)
   std::optional<int32_t> n_gpu_layers;
   std::optional<uint64_t> memory_budget;
   uint64_t reserve = 1024ull << 20;

@@ -44,6 +44,7 @@ struct Prepared {
   gateway::KvOptions kv;
   std::vector<std::string> args;
   uint64_t max_token_bytes = 0;
+  std::string template_note;  // the chat template the engine starts with, for the start log
 };
 
 gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,

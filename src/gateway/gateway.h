@@ -243,14 +243,24 @@ class Gateway {
                                                  const CompactionCall& call);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
-  // The messages sent upstream for `view` in a request with `body`: with thinking off, every
-  // assistant message carries an empty reasoning ("\n") when the engine's template then
-  // renders a reply after the last user message exactly as its generation prompt left it
-  // (a Qwen3-style template ends that prompt in an empty think block it renders for a past
-  // reply only when the reply has reasoning): a turn after a tool call then extends the
-  // previous prompt instead of recomputing the reply. Probed once per engine generation.
+  // How the engine's template renders a past reply as it was generated, with thinking off
+  // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
+  // generation prompt in an empty think block that it renders for a past reply only when the
+  // reply has reasoning (`reasoning`: every assistant message is sent with an empty one,
+  // "\n"), and only after the last user message unless asked to keep it (`preserve`:
+  // chat_template_kwargs.preserve_thinking, which Qwen3.5/3.6 templates read and kvgate up
+  // writes into older ones, plan/chat_template.h). Then a turn after a tool call or a new
+  // user message extends the previous prompt instead of recomputing the reply.
+  struct TemplateMarks {
+    bool reasoning = false;
+    bool preserve = false;
+  };
+  TemplateMarks template_marks();
+  // The messages sent upstream for `view` in a request with `body` (its thinking decided).
   nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body);
-  bool empty_reasoning_keeps_prefix();
+  // chat_template_kwargs.preserve_thinking for a request with thinking off, where it helps
+  // and the client did not set it.
+  void mark_template_kwargs(nlohmann::json& body);
   // The bounds check_chat_limits() applies (the context only asked for when it is used).
   RequestLimits request_limits();
   // Engine-written summary of history before `until`, asked as a continuation of the cached
@@ -313,10 +323,11 @@ class Gateway {
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;             // guarded by context_mu_
   uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_
-  std::mutex probe_mu_;                     // empty_reasoning_keeps_prefix()'s answer, per engine generation:
-  std::optional<bool> reasoning_mark_;      // guarded by probe_mu_
-  uint64_t reasoning_mark_generation_ = ~0ULL;               // guarded by probe_mu_
-  std::chrono::steady_clock::time_point reasoning_retry_{};  // guarded by probe_mu_
+  std::mutex probe_mu_;                     // template_marks()'s answer, per engine generation:
+  std::optional<TemplateMarks> template_marks_;  // guarded by probe_mu_
+  bool template_answered_ = false;               // guarded by probe_mu_ (else asked again at probe_retry_)
+  uint64_t template_marks_generation_ = ~0ULL;   // guarded by probe_mu_
+  std::chrono::steady_clock::time_point probe_retry_{};  // guarded by probe_mu_
 };
 
 }  // namespace kvgate::gateway

@@ -82,7 +82,8 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   // The engine has the last view (and its reply) in this slot's cache: ask for the summary
   // as a continuation of exactly that, so only the instruction and the summary are computed.
   const bool last_view = continuation && !session.last_view.empty();
-  const json thinking_off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  json thinking_off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  mark_template_kwargs(thinking_off);
   json messages = last_view ? session.last_view : upstream_view(build_view(c), thinking_off);
   if (last_view && c.length > session.last_request_messages &&
       session.last_request_messages >= c.first_kept()) {
@@ -198,7 +199,8 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
     }
     target = args["target_tokens"];
   }
-  const json body = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  json body = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  mark_template_kwargs(body);
   auto event = compact_conversation(*session, conv, body,
                                     {.target = target, .first_new = conv.length, .trigger = "manual",
                                      .slot = session->slot < 0 ? 0 : session->slot});

@@ -16,6 +16,7 @@ using session::build_view;
 using nlohmann::json;
 
 ApiStatus Turn::budget() {
+  g_.mark_template_kwargs(req_.body);
   view_ = g_.upstream_view(build_view(conv_), req_.body);
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
   // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).

@@ -73,6 +73,9 @@ ApiResult<uint64_t> Gateway::count_prompt(json body, ResponseWriter& writer) {
   json& chat = prepared.request.body;
   stabilise(chat, options_.thinking, options_.stabiliser);
   KV_TRY(wait_for_engine([&writer] { return writer.client_gone(); }));
+  // Counted as a turn sends it (Turn::budget).
+  mark_template_kwargs(chat);
+  chat["messages"] = upstream_view(std::move(chat["messages"]), chat);
   auto count = tokens_.count(chat);
   if (!count.ok()) {
     if (is_count_time_limit(count.error())) return request_too_large(count.error().message());

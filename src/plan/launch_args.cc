@@ -30,6 +30,7 @@ class Builder {
   }
 
   std::vector<std::string> take() { return std::move(args_); }
+  const ServerCaps& caps() const { return caps_; }
 
  private:
   const ServerCaps& caps_;
@@ -167,6 +168,17 @@ Status add_server(Builder& b, const ServerSettings& s) {
     if (!b.add_if("--jinja", {"--jinja"})) return b.cannot("jinja", "true", "--jinja", "tool calls need jinja templates");
   } else {
     b.add_if("--no-jinja", {"--no-jinja"});  // builds without --no-jinja default to off
+  }
+  if (s.chat_template_file) {
+    // Both forks list it (no flag probe: its value is a file the probe would have to write).
+    if (!s.jinja || !b.caps().help_flags.count("--chat-template-file")) {
+      return Error(
+          fmt::format("setting chat_template_file cannot be expressed for {}: {}; start it with the "
+                      "model's own template (--stable-template off)",
+                      b.caps().describe(),
+                      s.jinja ? "its --help lists no --chat-template-file" : "jinja templates are off"));
+    }
+    b.add({"--chat-template-file", *s.chat_template_file});
   }
   if (s.metrics && !b.add_if("--metrics", {"--metrics"})) {
     return b.cannot("metrics", "true", "--metrics", "turn metrics off");

@@ -252,6 +252,27 @@ TEST(LaunchArgsTest, SettingsTheBuildCannotExpressAreErrors) {
   EXPECT_NE(error_of(zero, ml).find("setting ctx = 0"), std::string::npos);
 }
 
+TEST(LaunchArgsTest, ATemplateFileIsPassedWhereTheBuildListsIt) {
+  for (const char* fork : {"mainline", "ik"}) {
+    ServerCaps caps = fixture_caps(fork);
+    ServerSettings s = base();
+    s.chat_template_file = "/state/chat-template.jinja";
+    auto args = launch_args(s, caps);
+    ASSERT_TRUE(args.ok()) << fork << ": " << args.error().message();
+    EXPECT_TRUE(has(*args, {"--chat-template-file", "/state/chat-template.jinja"})) << fork;
+    s.jinja = false;
+    std::string e = error_of(s, caps);
+    EXPECT_NE(e.find("setting chat_template_file cannot be expressed"), std::string::npos) << e;
+    EXPECT_NE(e.find("jinja templates are off"), std::string::npos) << e;
+    s.jinja = true;
+    caps.help_flags.erase("--chat-template-file");
+    e = error_of(s, caps);
+    EXPECT_NE(e.find("lists no --chat-template-file"), std::string::npos) << e;
+    EXPECT_NE(e.find("--stable-template off"), std::string::npos) << e;
+  }
+  EXPECT_FALSE(has_flag(*launch_args(base(), fixture_caps("mainline")), "--chat-template-file"));
+}
+
 TEST(LaunchArgsTest, RedactedCommandLineQuotes) {
   EXPECT_EQ(redacted_command_line({"/bin/llama-server", "-m", "/a b/it's.gguf", "--api-key", "k"}),
             "/bin/llama-server -m '/a b/it'\\''s.gguf' --api-key ***");

@@ -41,6 +41,8 @@ struct ServerSettings {
   std::optional<uint32_t> threads; // -t
   std::optional<int32_t> mla;      // ik -mla 0..3
   bool jinja = true;               // --jinja (ik defaults to off; tools need it)
+  // --chat-template-file: the model's template made prefix-stable (plan/chat_template.h).
+  std::optional<std::string> chat_template_file;
   bool metrics = true;             // --metrics
   std::optional<std::string> api_key;  // --api-key (kvgate gives the engine a random one)
   // A file holding api_key (mode 0600): passed as --api-key-file where the build has it, so

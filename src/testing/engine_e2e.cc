@@ -30,6 +30,7 @@ TempModel::~TempModel() {
   if (path_.empty()) return;
   std::error_code ec;
   std::filesystem::remove(path_, ec);
+  std::filesystem::remove(template_path(), ec);
 }
 
 std::vector<std::string> common_args(plan::Fork fork) {

@@ -25,6 +25,8 @@ class TempModel {
   TempModel& operator=(TempModel&&) = delete;
   ~TempModel();
   const std::filesystem::path& path() const { return path_; }
+  // A file beside the model for its chat template (removed with it).
+  std::filesystem::path template_path() const { return path_.string() + ".jinja"; }
 
  private:
   explicit TempModel(std::filesystem::path p) : path_(std::move(p)) {}

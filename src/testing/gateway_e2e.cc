@@ -2,7 +2,10 @@
 
 #include <stdexcept>
 
+#include "gguf/file.h"
+#include "plan/chat_template.h"
 #include "testing/engines_under_test.h"
+#include "util/private_files.h"
 
 namespace kvgate::testing {
 
@@ -24,6 +27,18 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   std::vector<std::string> args = {"-t", "2"};
   // --log-disable: ik would also write ./llama.log wherever the test runs.
   if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
+  if (options.stable_template) {
+    auto file = gguf::File::open(e->model_->path());
+    if (!file) throw std::runtime_error(file.error().message());
+    const auto tmpl = file->get_string("tokenizer.chat_template");
+    const plan::StableTemplate stable = plan::prefix_stable_template(tmpl.value_or(""));
+    if (stable.patched()) {
+      if (auto st = util::write_private_file(e->model_->template_path(), stable.text); !st) {
+        throw std::runtime_error(st.error().message());
+      }
+      args.insert(args.end(), {"--chat-template-file", e->model_->template_path().string()});
+    }
+  }
   args.insert(args.end(), options.args.begin(), options.args.end());
   auto local = bench::LocalEngine::start({.model = e->model_->path(),
                                           .server = server,

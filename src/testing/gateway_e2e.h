@@ -42,6 +42,9 @@ struct EngineOptions {
   uint64_t context = 8192;        // -c
   int slots = 1;                  // -np
   std::vector<std::string> args;  // more engine flags
+  // The model's template made prefix-stable and passed with --chat-template-file, as
+  // `kvgate up` starts the engine (plan/chat_template.h); false: the model's own.
+  bool stable_template = true;
 };
 
 // The engine (a bench::LocalEngine: random key, --metrics) + the model file it serves; stopped
