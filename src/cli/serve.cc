@@ -299,6 +299,13 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
         return ep;
       });
   m->gateway = std::make_unique<gateway::Gateway>(go, upstream);
+  if (m->learned.exact_counts && !m->gateway->template_marks().user_turn_exact) {
+    say("its chat template renders an earlier reply differently once a new user message follows (with "
+        "thinking "
+        "off): each user turn recomputes the previous reply, on a hybrid model the whole prompt; start the "
+        "server "
+        "with --chat-template-file and the output of `kvgate inspect MODEL.gguf --stable-template`");
+  }
   if (setup.state_dir) {
     KV_TRY(util::make_private_dir(*setup.state_dir));
     KV_TRY(m->gateway->open_store(*setup.state_dir / "sessions.db"));

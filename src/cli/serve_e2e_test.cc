@@ -15,8 +15,10 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "plan/chat_template.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
+#include "util/private_files.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -81,13 +83,23 @@ class ServeE2eTest : public ::testing::Test {
     return p.ok() ? *p : 0;
   }
 
-  // The pinned llama-server with the settings `kvgate up --ctx 8192` gives it.
-  void start_engine(uint16_t port) {
+  // The pinned llama-server with the settings `kvgate up --ctx 8192` gives it; `stable`: its
+  // chat template too (plan/chat_template.h), else the model's own.
+  void start_engine(uint16_t port, bool stable = false) {
     auto server = engine::resolve_server();
     ASSERT_TRUE(server.ok()) << server.error().message();
     std::vector<std::string> argv = {server->string(), "-m", model_.string(), "-c", "8192", "-np", "1", "-ngl", "0",
                                      "--cache-reuse", "256", "--no-context-shift", "--jinja", "-t", "2",
                                      "--host", "127.0.0.1", "--port", std::to_string(port), "--api-key", kEngineKey};
+    if (stable) {
+      auto model = gguf::File::open(model_);
+      ASSERT_TRUE(model.ok());
+      const plan::StableTemplate t =
+          plan::prefix_stable_template(model->get_string("tokenizer.chat_template").value_or(""));
+      ASSERT_TRUE(t.patched()) << t.describe();
+      ASSERT_TRUE(util::write_private_file(dir_ / "chat-template.jinja", t.text).ok());
+      argv.insert(argv.end(), {"--chat-template-file", (dir_ / "chat-template.jinja").string()});
+    }
     auto p = util::Subprocess::spawn({.argv = argv, .on_line = [](std::string_view) {}});
     ASSERT_TRUE(p.ok()) << p.error().message();
     engine_ = std::move(*p);
@@ -102,7 +114,7 @@ TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
   auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "../shared/traces/agent-timestamp.jsonl", 12);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   const uint16_t engine_port = free_port();
-  start_engine(engine_port);
+  start_engine(engine_port, true);
   const uint16_t serve_port = free_port();
   ReplayFigures via_serve;
   {
@@ -114,6 +126,7 @@ TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
     EXPECT_NE(out.find("mainline llama.cpp b"), std::string::npos) << out;
     EXPECT_NE(out.find("1 slot of 8192 tokens each"), std::string::npos) << out;
     EXPECT_NE(out.find("token counts: exact"), std::string::npos) << out;
+    EXPECT_EQ(out.find("its chat template renders an earlier reply differently"), std::string::npos) << out;
     via_serve = replay(serve_port, *trace);
     httplib::Client c("127.0.0.1", serve_port);
     auto status = c.Get("/kvgate/v1/status");
@@ -156,6 +169,13 @@ TEST_F(ServeE2eTest, TheServerGoingAwayIsA503AndItsReturnIsServed) {
                             "--health-interval", "1s"},
                            {}, "serve");
   ASSERT_TRUE(serve.wait_ready()) << serve.output();
+  // The model's own template: kvgate says what it costs and what to do.
+  EXPECT_NE(
+      serve.output().find("its chat template renders an earlier reply differently once a new user message "
+                          "follows"),
+      std::string::npos)
+      << serve.output();
+  EXPECT_NE(serve.output().find("kvgate inspect MODEL.gguf --stable-template"), std::string::npos);
   httplib::Client c("127.0.0.1", serve_port);
   c.set_read_timeout(120, 0);
   const std::string body = R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":4})";

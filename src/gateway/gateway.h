@@ -184,6 +184,20 @@ class Gateway {
   const GatewayOptions& options() const { return options_; }
   // Called by the supervisor when the engine restarted (its cache is empty again).
   void on_engine_restart();
+  // How the engine's template renders a past reply as it was generated, with thinking off
+  // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
+  // generation prompt in an empty think block that it renders for a past reply only when the
+  // reply has reasoning (`reasoning`: every assistant message is sent with an empty one,
+  // "\n"), and only after the last user message unless asked to keep it (`preserve`:
+  // chat_template_kwargs.preserve_thinking, which Qwen3.5/3.6 templates read and kvgate up
+  // writes into older ones, plan/chat_template.h). Then a turn after a tool call or a new
+  // user message extends the previous prompt instead of recomputing the reply.
+  struct TemplateMarks {
+    bool reasoning = false;
+    bool preserve = false;
+    bool user_turn_exact = false;  // with these, the next user turn too (else the tool loop only)
+  };
+  TemplateMarks template_marks();
 
  private:
   using Route = void (Gateway::*)(const HttpRequest&, ResponseWriter&);
@@ -243,19 +257,6 @@ class Gateway {
                                                  const CompactionCall& call);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
-  // How the engine's template renders a past reply as it was generated, with thinking off
-  // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
-  // generation prompt in an empty think block that it renders for a past reply only when the
-  // reply has reasoning (`reasoning`: every assistant message is sent with an empty one,
-  // "\n"), and only after the last user message unless asked to keep it (`preserve`:
-  // chat_template_kwargs.preserve_thinking, which Qwen3.5/3.6 templates read and kvgate up
-  // writes into older ones, plan/chat_template.h). Then a turn after a tool call or a new
-  // user message extends the previous prompt instead of recomputing the reply.
-  struct TemplateMarks {
-    bool reasoning = false;
-    bool preserve = false;
-  };
-  TemplateMarks template_marks();
   // The messages sent upstream for `view` in a request with `body` (its thinking decided).
   nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body);
   // chat_template_kwargs.preserve_thinking for a request with thinking off, where it helps

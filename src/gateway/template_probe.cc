@@ -89,6 +89,7 @@ Gateway::TemplateMarks Gateway::template_marks() {
   }
   template_answered_ = true;
   template_marks_ = both ? *both : tool_only.value_or(TemplateMarks{});
+  template_marks_->user_turn_exact = both.has_value();
   util::log_event(util::LogLevel::kInfo, "template_probe",
                   {{"empty_reasoning", template_marks_->reasoning},
                    {"preserve_thinking", template_marks_->preserve},
