@@ -144,10 +144,17 @@ TEST_P(ReplyEndE2eTest, TooLargeWithCompactionOffNamesTheContext) {
 }
 
 // Hybrid (recurrent + attention) model on ik: turn two reuses turn one's prompt only when
-// ik's checkpoint sits far enough before the end of the previous prompt.
+// ik's checkpoint sits far enough before the end of the previous prompt. With the model's own
+// template (a template kvgate cannot make prefix-stable): the previous reply then renders
+// without the empty think block its generation prompt ended in, so the prompt changes a few
+// tokens before the previous one ended (with kvgate's template it does not change at all:
+// HybridPrefixE2eTest).
 uint64_t second_turn_cached(const std::vector<std::string>& extra_args, uint64_t& first_prompt) {
-  testing::EngineOptions eo{.fork = plan::Fork::kIk, .spec = *gguf::synth_defaults("qwen35"),
-                            .context = 8192, .slots = 2};
+  testing::EngineOptions eo{.fork = plan::Fork::kIk,
+                            .spec = *gguf::synth_defaults("qwen35"),
+                            .context = 8192,
+                            .slots = 2,
+                            .stable_template = false};
   eo.args.insert(eo.args.end(), extra_args.begin(), extra_args.end());
   auto engine = Engine::start(eo);
   GatewayOptions o;

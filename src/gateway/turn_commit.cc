@@ -43,7 +43,8 @@ void Turn::commit(const ApiStatus& result) {
   if (ok) (void)g_.persist(*session_, compactions_);
   finish_answer(ok);
   if (ok && g_.kv_) {
-    const json next_view = build_view(session_->conversation);  // ends with the reply as it is sent next time
+    // Ends with the reply as it is sent next time (marked as the template needs it).
+    const json next_view = g_.upstream_view(build_view(session_->conversation), req_.body);
     const Usage& u = sent_.reply.usage();
     g_.kv_->after_turn(slot_, session_->id, generation_, session_->last_view, req_.body,
                        next_view.empty() ? json::object() : next_view.back(),
