@@ -6,8 +6,10 @@
 //
 // At start it waits for the server's /health, learns from /props what the gateway needs (the
 // context per slot and the slots, mainline or ik_llama.cpp, its build and model;
-// gateway/upstream_facts.h) and checks /apply-template for exact token counts, and says what it
-// found and what it could not. It then watches /health: while the server does not answer,
+// gateway/upstream_facts.h; /v1/models' max_model_len where /props is missing, as on vLLM and
+// SGLang) and checks /apply-template for exact token counts — without it, counts are estimates
+// learned from the server's answers (gateway/token_estimate.h) — and says what it found and
+// what it could not. It then watches /health: while the server does not answer,
 // requests wait (up to 30 s) and then get 503 with Retry-After; when it answers again after an
 // outage its cache is taken as lost (it may have restarted). What only `kvgate up` can do is
 // off: the plan and its verification, restarts, saved engine state (the server would need
@@ -113,6 +115,8 @@ Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std
     return Error(fmt::format("{} refused the key (401): give --upstream-key", u.text()));
   l.facts =
       gateway::read_props(props && props->status == 200 ? json::parse(props->body, nullptr, false) : json());
+  if (auto models = c.Get("/v1/models"); models && models->status == 200)
+    gateway::read_models(json::parse(models->body, nullptr, false), l.facts);
   const json probe = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
   auto rendered = c.Post("/apply-template", probe.dump(), "application/json");
   l.exact_counts =
@@ -194,9 +198,11 @@ class UpstreamWatch {
 };
 
 std::string describe(const gateway::UpstreamFacts& f) {
-  std::string fork = !f.fork                      ? "a server of unknown fork"
-                     : *f.fork == plan::Fork::kIk ? "ik_llama.cpp"
-                                                  : "mainline llama.cpp";
+  std::string fork =
+      !f.fork ? (f.server.empty() || f.server == "llamacpp" ? std::string("a server of unknown fork")
+                                                            : fmt::format("a {} server", f.server))
+      : *f.fork == plan::Fork::kIk ? "ik_llama.cpp"
+                                   : "mainline llama.cpp";
   if (!f.build.empty()) fork += " " + f.build;
   const std::string slots =
       f.slots ? fmt::format("{} slot{}", *f.slots, *f.slots == 1 ? "" : "s") : "slots unknown";
@@ -256,8 +262,10 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
   }
   say(m->learned.exact_counts
           ? "token counts: exact (the server's /apply-template and /tokenize)"
-          : "token counts: the server has no /apply-template; compaction relies on its own "
-            "reports and on its refusals");
+          : "token counts: the server has no /apply-template; a prompt's tokens are estimated from its size "
+            "at the "
+            "largest tokens-per-byte rate of the server's last 32 answers plus 10 % (none before its first "
+            "answer), and a prompt it refuses as too long is compacted and retried");
   gateway::GatewayOptions go = gateway_options(
       cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
             .slots = facts.slots.value_or(1),
@@ -266,7 +274,7 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
             .shifts = false,  // its --cache-reuse is not known
             .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
   if (!facts.n_ctx_slot) go.context_tokens.reset();
-  go.count_tokens = m->learned.exact_counts;
+  go.estimate_tokens = !m->learned.exact_counts;
   // In a fleet a request does not wait long for an engine that is gone: another one serves it.
   if (setup.in_fleet)
     go.wait_for_engine = std::min<std::chrono::milliseconds>(go.wait_for_engine, std::chrono::seconds(2));

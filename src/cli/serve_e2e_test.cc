@@ -2,9 +2,12 @@
 // starts itself (as systemd or supervisord would), never one kvgate launched. A recorded agent
 // trace replayed through it has no failed turn and recomputes no more than the same replay
 // through `kvgate up` on the same model and context; the server going away and coming back
-// costs the waiting request a 503 with Retry-After at most, never a hang; bad upstreams and
-// options are clear errors.
+// costs the waiting request a 503 with Retry-After at most, never a hang; a server that cannot
+// count tokens (a proxy hides its /apply-template) is compacted by a learned estimate before
+// it refuses a prompt; bad upstreams and options are clear errors.
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -16,6 +19,7 @@
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "plan/chat_template.h"
+#include "testing/filtering_proxy.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/private_files.h"
@@ -85,12 +89,30 @@ class ServeE2eTest : public ::testing::Test {
 
   // The pinned llama-server with the settings `kvgate up --ctx 8192` gives it; `stable`: its
   // chat template too (plan/chat_template.h), else the model's own.
-  void start_engine(uint16_t port, bool stable = false) {
+  void start_engine(uint16_t port, bool stable = false, int ctx = 8192) {
     auto server = engine::resolve_server();
     ASSERT_TRUE(server.ok()) << server.error().message();
-    std::vector<std::string> argv = {server->string(), "-m", model_.string(), "-c", "8192", "-np", "1", "-ngl", "0",
-                                     "--cache-reuse", "256", "--no-context-shift", "--jinja", "-t", "2",
-                                     "--host", "127.0.0.1", "--port", std::to_string(port), "--api-key", kEngineKey};
+    std::vector<std::string> argv = {server->string(),
+                                     "-m",
+                                     model_.string(),
+                                     "-c",
+                                     std::to_string(ctx),
+                                     "-np",
+                                     "1",
+                                     "-ngl",
+                                     "0",
+                                     "--cache-reuse",
+                                     "256",
+                                     "--no-context-shift",
+                                     "--jinja",
+                                     "-t",
+                                     "2",
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port),
+                                     "--api-key",
+                                     kEngineKey};
     if (stable) {
       auto model = gguf::File::open(model_);
       ASSERT_TRUE(model.ok());
@@ -194,6 +216,80 @@ TEST_F(ServeE2eTest, TheServerGoingAwayIsA503AndItsReturnIsServed) {
   auto back = c.Post("/v1/chat/completions", body, "application/json");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->status, 200) << back->body;
+}
+
+// A user turn of about 1,500 bytes of varied words.
+std::string words_for_turn(int turn) {
+  static const char* const kWords[] = {
+      "river",  "engine", "cache",   "window", "planet",  "garden",  "signal", "marble", "copper", "lantern",
+      "harbor", "meadow", "thunder", "velvet", "compass", "orchard", "quartz", "saddle", "timber", "voyage"};
+  std::string out = fmt::format("Turn {}:", turn);
+  uint32_t x = 2654435761u * static_cast<uint32_t>(turn + 1);
+  while (out.size() < 1500) {
+    x = x * 1664525u + 1013904223u;
+    out += ' ';
+    out += kWords[(x >> 16) % std::size(kWords)];
+  }
+  return out;
+}
+
+// A server that cannot count (no /apply-template, /tokenize: as vLLM and SGLang) with the
+// real engine behind: kvgate estimates each prompt from its size at the rate the engine's own
+// answers showed, so a conversation that outgrows the context is compacted at the watermark
+// before the engine would refuse it, never after.
+TEST_F(ServeE2eTest, WithoutTheServersCountingACompactionComesFromALearnedEstimateBeforeAnyRefusal) {
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port, true, 4096);
+  testing::FilteringProxy proxy(engine_port, {"/apply-template", "/tokenize", "/detokenize"});
+  const uint16_t serve_port = free_port();
+  testing::UpProcess serve(
+      {"--upstream", fmt::format("http://127.0.0.1:{}", proxy.port()), "--upstream-key", kEngineKey,
+       "--listen", fmt::format("127.0.0.1:{}", serve_port), "--state-dir", "none"},
+      {}, "serve");
+  ASSERT_TRUE(serve.wait_ready()) << serve.output();
+  EXPECT_NE(serve.output().find("1 slot of 4096 tokens each"), std::string::npos) << serve.output();
+  EXPECT_NE(serve.output().find("a prompt's tokens are estimated from its size"), std::string::npos)
+      << serve.output();
+  httplib::Client c("127.0.0.1", serve_port);
+  c.set_read_timeout(300, 0);
+  json messages = json::array({{{"role", "system"}, {"content", "You are a terse assistant."}}});
+  int failed = 0;
+  uint64_t largest_prompt = 0;
+  for (int turn = 1; turn <= 16; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", words_for_turn(turn)}});
+    const json body = {{"messages", messages}, {"max_tokens", 16}, {"stream", false}};
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    if (!r || r->status != 200) {
+      ++failed;
+      ADD_FAILURE() << "turn " << turn << ": " << (r ? r->body : httplib::to_string(r.error()));
+      break;
+    }
+    const json j = json::parse(r->body);
+    largest_prompt = std::max(largest_prompt, j["usage"]["prompt_tokens"].get<uint64_t>());
+    messages.push_back({{"role", "assistant"}, {"content", j["choices"][0]["message"].value("content", "")}});
+  }
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(proxy.hits("/apply-template"), 0);  // asked, and refused
+  EXPECT_GT(proxy.hits("/v1/chat/completions"), 0);
+  int watermark = 0, overflow = 0;
+  for (const json& ev : serve.events("compaction")) {
+    const std::string trigger = ev.value("trigger", "");
+    watermark += trigger == "watermark";
+    overflow += trigger == "overflow";
+  }
+  std::printf(
+      "[figures] 16 turns of ~1.5 KB: %d watermark compaction(s), %d after a refusal, largest prompt %llu "
+      "of 4096\n",
+      watermark, overflow, static_cast<unsigned long long>(largest_prompt));
+  EXPECT_GE(watermark, 1) << serve.output();
+  EXPECT_EQ(overflow, 0) << serve.output();
+  auto status = c.Get("/kvgate/v1/status");
+  ASSERT_TRUE(status && status->status == 200);
+  const json acc = json::parse(status->body)["token_accounting"];
+  EXPECT_EQ(acc["estimated"], true) << acc;
+  ASSERT_TRUE(acc["estimate_tokens_per_unit"].is_number()) << acc;
+  EXPECT_GT(acc["estimate_tokens_per_unit"].get<double>(), 0.05);
+  EXPECT_LT(acc["estimate_tokens_per_unit"].get<double>(), 1.0);
 }
 
 TEST_F(ServeE2eTest, BadUpstreamsAndEngineOptionsAreClearErrors) {

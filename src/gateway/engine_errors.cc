@@ -15,6 +15,40 @@ uint64_t count(const json& e, const char* key) {
   return it != e.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 
+// The decimal number that starts right after `needle` in `m`; 0 when there is none.
+uint64_t number_after(std::string_view m, std::string_view needle) {
+  const size_t at = m.find(needle);
+  if (at == std::string_view::npos) return 0;
+  uint64_t n = 0;
+  for (size_t i = at + needle.size(); i < m.size() && m[i] >= '0' && m[i] <= '9' && n < UINT64_MAX / 10;
+       ++i) {
+    n = n * 10 + static_cast<uint64_t>(m[i] - '0');
+  }
+  return n;
+}
+
+// vLLM's and SGLang's words for a prompt longer than the model's context, with their figures.
+bool read_openai_server_overflow(std::string_view m, EngineErrorInfo& info) {
+  if (has(m, "maximum context length is")) {  // vLLM
+    info.n_ctx = number_after(m, "maximum context length is ");
+    for (std::string_view before_prompt : {"(", "prompt contains at least ", "request has "}) {
+      const uint64_t n = number_after(m, before_prompt);
+      if (n > 0 && (has(m, std::string(before_prompt) + std::to_string(n) + " in the messages") ||
+                    has(m, std::to_string(n) + " input tokens"))) {
+        info.prompt_tokens = n;
+        break;
+      }
+    }
+    return true;
+  }
+  if (has(m, "is longer than the model's context length")) {  // SGLang
+    info.prompt_tokens = number_after(m, "The input (");
+    info.n_ctx = number_after(m, "model's context length (");
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool is_output_error_message(std::string_view m) {
@@ -35,6 +69,8 @@ EngineErrorInfo classify_engine_error(int status, std::string_view body) {
     } else if (j["error"].is_string()) {
       info.message = j["error"].get<std::string>();
     }
+  } else if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+    info.message = j["message"].get<std::string>();  // vLLM before 0.10: the error object is the body
   } else {
     info.message = std::string(body.substr(0, 500));
   }
@@ -49,6 +85,8 @@ EngineErrorInfo classify_engine_error(int status, std::string_view body) {
       info.prompt_tokens = count(*e, "n_prompt_tokens");
       info.n_ctx = count(*e, "n_ctx");
     }
+  } else if (read_openai_server_overflow(m, info)) {
+    info.kind = EngineErrorKind::kPromptTooLong;
   } else if (has(m, "While executing") || has(m, "Jinja Exception")) {
     info.kind = EngineErrorKind::kTemplate;
   } else if (status >= 500 && is_output_error_message(m)) {

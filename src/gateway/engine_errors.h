@@ -3,7 +3,12 @@
 // the e2e tests):
 //   prompt larger than the context   mainline 400 exceed_context_size_error with
 //                                    n_prompt_tokens and n_ctx; ik 500 "the request exceeds
-//                                    the available context size, try increasing it" (no figures)
+//                                    the available context size, try increasing it" (no figures);
+//                                    vLLM 400 "This model's maximum context length is N tokens.
+//                                    However, you requested T tokens (P in the messages, …)" (or
+//                                    "… your prompt contains at least P input tokens …"), SGLang
+//                                    400 "The input (P tokens) is longer than the model's context
+//                                    length (N tokens)."
 //   context filled while generating  ik 500 "context_length_exceeded: the request exceeds the
 //                                    available context size; context shift is disabled" — the
 //                                    whole answer when not streamed, an error event after the

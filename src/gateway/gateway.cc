@@ -62,6 +62,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
       admission_(admission_options(options_)) {
   tokens_.set_time_limit(options_.count_time_limit);
+  tokens_.set_estimating(options_.estimate_tokens);
   responses_ = options_.responses ? options_.responses : std::make_shared<ResponseStore>();
   // A model summary is a continuation of the view: one larger than the context cannot be sent.
   auto& co = options_.compaction_options;
@@ -485,23 +486,27 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
     auto s = sessions_.in_memory(slot["session"].get<std::string>());
     if (!s || s->scope != scope) slot["session"] = nullptr;
   }
-  json body = {{"engine", {{"state", ep.state}, {"available", ep.available}, {"port", ep.port}}},
-               {"sessions", sessions_.list(scope).size()},
-               {"slots", slots},
-               {"queue", admission_.to_json()},
-               {"session_store", !store_ ? json(nullptr)
-                                         : json{{"path", store_->path().string()}, {"failing", store_failing_.load()}}},
-               {"prefill_ms_per_token", prefill_ms_per_token_.load()},
-               {"token_accounting",
-                {{"counts", ts.counts},
-                 {"pieces_tokenized", ts.pieces_tokenized},
-                 {"chars_tokenized", ts.chars_tokenized},
-                 {"cache_hits", ts.cache_hits},
-                 {"mismatches", ts.mismatches},
-                 {"engine_offset", tokens_.offset()}}},
-               {"throughput", {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},
-               {"bench_prefill", options_.bench_prefill},
-               {"metrics", metrics_.to_json()}};
+  json body = {
+      {"engine", {{"state", ep.state}, {"available", ep.available}, {"port", ep.port}}},
+      {"sessions", sessions_.list(scope).size()},
+      {"slots", slots},
+      {"queue", admission_.to_json()},
+      {"session_store",
+       !store_ ? json(nullptr) : json{{"path", store_->path().string()}, {"failing", store_failing_.load()}}},
+      {"prefill_ms_per_token", prefill_ms_per_token_.load()},
+      {"token_accounting",
+       {{"counts", ts.counts},
+        {"pieces_tokenized", ts.pieces_tokenized},
+        {"chars_tokenized", ts.chars_tokenized},
+        {"cache_hits", ts.cache_hits},
+        {"mismatches", ts.mismatches},
+        {"engine_offset", tokens_.offset()},
+        {"estimated", tokens_.estimating()},
+        {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
+      {"throughput",
+       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},
+      {"bench_prefill", options_.bench_prefill},
+      {"metrics", metrics_.to_json()}};
   if (options_.engine_report) {
     json report = options_.engine_report();
     for (auto& [k, v] : report.items()) {

@@ -91,6 +91,9 @@ struct GatewayOptions {
   ThinkingOptions thinking;
   bool count_tokens = true;            // exact prompt accounting where compaction needs it
   bool always_count_tokens = false;    // count every request exactly, even far below the watermark
+  // The engine cannot count (no /apply-template): counts are estimates from the request's
+  // size at a rate learned from the engine's answers (token_estimate.h).
+  bool estimate_tokens = false;
   std::chrono::milliseconds stream_head_grace{1500};
   std::chrono::milliseconds keepalive{10000};
   std::chrono::milliseconds wait_for_engine{30000};  // engine restarting: wait this long, then 503

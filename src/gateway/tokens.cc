@@ -131,10 +131,30 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
   return total;
 }
 
-Result<TokenCount> TokenCounter::count(const nlohmann::json& body) { return count_request(util::json_text(body)); }
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
+  if (estimating_) return count(body, body.value("messages", nlohmann::json::array()));
+  return count_request(util::json_text(body));
+}
 
 Result<TokenCount> TokenCounter::count(const nlohmann::json& body, const nlohmann::json& messages) {
+  if (estimating_) {
+    KV_ASSIGN_OR_RETURN(uint64_t n, estimate(TokenEstimate::units(body, messages)));
+    std::lock_guard lock(mu_);
+    ++stats_.counts;
+    return TokenCount{.tokens = n, .estimated = true};
+  }
   return count_request(util::json_text_with(body, "messages", messages));
+}
+
+Result<uint64_t> TokenCounter::estimate(uint64_t units) const {
+  if (auto n = estimate_.estimate(units)) return *n;
+  return Error(
+      "the server cannot count tokens (no /apply-template) and has answered no prompt yet, so there is no "
+      "estimate");
+}
+
+void TokenCounter::learn(const nlohmann::json& body, const nlohmann::json& messages, uint64_t engine_tokens) {
+  if (estimating_) estimate_.learn(TokenEstimate::units(body, messages), engine_tokens);
 }
 
 Result<TokenCount> TokenCounter::count_request(const std::string& render_text) {
@@ -166,6 +186,7 @@ Result<TokenCount> TokenCounter::count_request(const std::string& render_text) {
 }
 
 Result<uint64_t> TokenCounter::count_text(std::string_view text) {
+  if (estimating_) return estimate(TokenEstimate::text_units(text));
   TokenCount scratch;
   return count_pieces(text, scratch, deadline());
 }
@@ -173,6 +194,7 @@ Result<uint64_t> TokenCounter::count_text(std::string_view text) {
 int64_t TokenCounter::calibrate(uint64_t counted, uint64_t engine_prompt_tokens) {
   std::lock_guard lock(mu_);
   const int64_t diff = static_cast<int64_t>(engine_prompt_tokens) - static_cast<int64_t>(counted);
+  if (estimating_) return diff;  // an estimate's error, not an offset
   if (!offset_) {
     offset_ = diff;
     return diff;
@@ -189,8 +211,13 @@ int64_t TokenCounter::offset() const {
 }
 
 TokenCounter::Stats TokenCounter::stats() const {
-  std::lock_guard lock(mu_);
-  return stats_;
+  Stats s;
+  {
+    std::lock_guard lock(mu_);
+    s = stats_;
+  }
+  if (estimating_) s.tokens_per_unit = estimate_.rate();
+  return s;
 }
 
 }  // namespace kvgate::gateway

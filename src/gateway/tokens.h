@@ -12,6 +12,11 @@
 // Engine-added tokens (e.g. BOS) are learned by calibrate() from the engine's own
 // usage.prompt_tokens for a prompt whose count is known.
 //
+// Estimating (set_estimating, for servers without /apply-template and /tokenize): count()
+// and count_text() return TokenEstimate's bound from the request's size instead (no engine
+// call, no rendered prompt), learned by learn() from the engine's own counts; before the
+// first answer they return an Error that says so.
+//
 // Time limit: one count() or count_text() call gives up with an Error once `time_limit`
 // has passed (checked before every engine call, and every engine call waits at most what
 // is left), so a prompt of many megabytes costs a bounded time, never minutes. The error's
@@ -32,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/token_estimate.h"
 #include "gateway/upstream.h"
 #include "util/result.h"
 
@@ -44,6 +50,7 @@ bool is_count_time_limit(const Error& e);
 
 struct TokenCount {
   uint64_t tokens = 0;        // what the engine will count for this prompt
+  bool estimated = false;     // an upper estimate from the size (estimating), not a count
   std::string prompt;         // the rendered prompt
   size_t pieces = 0;          // text pieces between special tokens
   size_t new_pieces = 0;      // pieces that had to be tokenised now
@@ -62,6 +69,12 @@ class TokenCounter {
   // 120 s time-outs only. Call before counting starts.
   void set_time_limit(std::chrono::milliseconds limit) { time_limit_ = limit; }
   std::chrono::milliseconds time_limit() const { return time_limit_; }
+  // Estimate from sizes instead of counting with the engine. Call before counting starts.
+  void set_estimating(bool on) { estimating_ = on; }
+  bool estimating() const { return estimating_; }
+  // The engine counted `engine_tokens` for the request `body` with `messages`: teaches the
+  // estimate (estimating only; otherwise nothing).
+  void learn(const nlohmann::json& body, const nlohmann::json& messages, uint64_t engine_tokens);
 
   // `body` is a chat request body (messages, tools, chat_template_kwargs, …).
   Result<TokenCount> count(const nlohmann::json& body);
@@ -81,6 +94,7 @@ class TokenCounter {
     uint64_t chars_tokenized = 0;
     uint64_t cache_hits = 0;
     uint64_t mismatches = 0;  // calibrate() saw a difference after the offset was known
+    std::optional<double> tokens_per_unit;  // estimating: the learned rate (token_estimate.h)
   };
   Stats stats() const;
 
@@ -94,9 +108,13 @@ class TokenCounter {
   Result<bool> is_splitting_special(const std::string& candidate, Deadline deadline);
   Result<uint64_t> count_pieces(std::string_view prompt, TokenCount& out, Deadline deadline);
 
+  Result<uint64_t> estimate(uint64_t units) const;
+
   Upstream& upstream_;
   const size_t max_cached_;
   std::chrono::milliseconds time_limit_;
+  bool estimating_ = false;
+  TokenEstimate estimate_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, uint32_t> piece_tokens_;    // guarded by mu_
   std::unordered_map<std::string, bool> specials_;         // guarded by mu_

@@ -74,6 +74,7 @@ void Turn::account(const ApiStatus& result) {
   if (u.known) {
     g_.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
     if (counted_ > 0 && u.prompt_tokens > 0) accounting_diff_ = g_.tokens_.calibrate(counted_, u.prompt_tokens);
+    if (u.prompt_tokens > 0) g_.tokens_.learn(req_.body, view_, u.prompt_tokens);
   }
   rec_.session = session_->id;
   rec_.scope = in_.scope;

@@ -44,4 +44,17 @@ UpstreamFacts read_props(const json& props) {
   return f;
 }
 
+void read_models(const json& models, UpstreamFacts& f) {
+  if (!models.is_object() || !models.contains("data") || !models["data"].is_array() || models["data"].empty())
+    return;
+  const json& card = models["data"][0];
+  f.server = string_at(card, "owned_by");
+  if (f.model.empty()) f.model = string_at(card, "id");
+  if (f.n_ctx_slot) return;
+  if (auto n = unsigned_at(card, "max_model_len"); n && *n > 0 && *n <= UINT32_MAX) {
+    f.n_ctx_slot = static_cast<uint32_t>(*n);
+    std::erase(f.unknown, "context");
+  }
+}
+
 }  // namespace kvgate::gateway

@@ -49,5 +49,29 @@ TEST(UpstreamFactsTest, WhatIsMissingIsNamed) {
   EXPECT_FALSE(read_props(json{{"total_slots", -1}, {"default_generation_settings", {{"n_ctx", "x"}}}}).slots);
 }
 
+// The model list of a server with no /props: vLLM's and SGLang's cards say max_model_len.
+TEST(UpstreamFactsTest, AModelListGivesTheContextWherePropsSaidNothing) {
+  UpstreamFacts f = read_props(json());
+  read_models(
+      json::parse(R"({"object":"list","data":[{"id":"Qwen/Qwen3-8B","object":"model","owned_by":"vllm",
+                                "root":"Qwen/Qwen3-8B","max_model_len":32768}]})"),
+      f);
+  EXPECT_EQ(f.n_ctx_slot, 32768u);
+  EXPECT_EQ(f.server, "vllm");
+  EXPECT_EQ(f.model, "Qwen/Qwen3-8B");
+  EXPECT_EQ(f.unknown, (std::vector<std::string>{"slots", "fork"}));
+  // /props' own figure wins; a card without the field, or no cards, change nothing.
+  UpstreamFacts mainline = read_props(fixture("mainline"));
+  read_models(json::parse(R"({"data":[{"id":"m","owned_by":"llamacpp","max_model_len":99}]})"), mainline);
+  EXPECT_EQ(mainline.n_ctx_slot, 2048u);
+  EXPECT_EQ(mainline.server, "llamacpp");
+  UpstreamFacts none = read_props(json());
+  read_models(json::parse(R"({"data":[{"id":"m"}]})"), none);
+  read_models(json::parse(R"({"data":[]})"), none);
+  read_models(json::array(), none);
+  EXPECT_FALSE(none.n_ctx_slot);
+  EXPECT_EQ(none.unknown.size(), 3u);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
