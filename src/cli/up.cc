@@ -273,10 +273,15 @@ Status plan_engine(const UpConfig& cfg, const UpOptions& options, const device::
   return {};
 }
 
+std::map<std::string, std::string> engine_env(const UpConfig& cfg, size_t i) {
+  if (i >= cfg.engine_devices.size()) return {};
+  return {{"CUDA_VISIBLE_DEVICES", cfg.engine_devices[i]}};
+}
+
 engine::SupervisorConfig supervisor_config(const UpConfig& cfg, const Prepared& p,
                                            std::shared_ptr<engine::RotatingLog> log) {
   engine::SupervisorConfig sc;
-  sc.launch = {.binary = p.server, .args = p.args, .api_key = *p.start.settings.api_key};
+  sc.launch = {.binary = p.server, .args = p.args, .api_key = *p.start.settings.api_key, .env = p.engine_env};
   sc.restart = cfg.restart;
   sc.timing = cfg.timing;
   sc.on_mismatch = cfg.on_mismatch;
@@ -452,6 +457,9 @@ int run_up(int argc, char** argv) {
   if (auto st = plan_engine(cfg, options, dev, p); !st) return fail(st.error().message());
   say(fmt::format("chat template: {}", p.template_note));
   if (cfg.engines > 1) return serve_engines(cfg, p, stop_signals);
+  p.engine_env = engine_env(cfg, 0);
+  if (!p.engine_env.empty())
+    say(fmt::format("engine: CUDA_VISIBLE_DEVICES={}", p.engine_env["CUDA_VISIBLE_DEVICES"]));
 
   const fs::path log_dir = log_dir_of(cfg);
   auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);

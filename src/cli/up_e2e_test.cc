@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -201,11 +202,23 @@ TEST_F(UpE2eTest, ServesVerifiesAndRefusesASecondInstance) {
   EXPECT_TRUE(fs::exists(dir_ / "logs" / "engine.log"));
 }
 
-// --engines 2: two supervised engines behind one gateway. Conversations are spread over both
-// and stay where they are; an engine killed costs no turn (its conversations go to the
-// other), its supervisor starts it again and it rejoins; SIGTERM stops both.
+// The value of `name` in process `pid`'s environment ("" when unset).
+std::string env_of(pid_t pid, const std::string& name) {
+  std::ifstream in(fmt::format("/proc/{}/environ", pid), std::ios::binary);
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
+  }
+  return "";
+}
+
+// Two supervised engines behind one gateway (--engine-devices 0,1: as many engines as GPU
+// sets, each with its own CUDA_VISIBLE_DEVICES; the CPU build ignores it). Conversations are
+// spread over both and stay where they are; an engine killed costs no turn (its conversations
+// go to the other), its supervisor starts it again on the same GPUs and it rejoins; SIGTERM
+// stops both.
 TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
-  Up up(args(model_, port_, {"--engines", "2", "--parallel", "2", "--state-dir", (dir_ / "state").string()}));
+  Up up(args(model_, port_,
+             {"--engine-devices", "0,1", "--parallel", "2", "--state-dir", (dir_ / "state").string()}));
   ASSERT_TRUE(up.wait_for(fmt::format("gateway: http://127.0.0.1:{}/v1  (2 engines", port_))) << up.output();
   // The second engine to be ready says so after the first one's gateway line.
   ASSERT_TRUE(up.wait_for("serves behind the gateway")) << up.output();
@@ -218,6 +231,9 @@ TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
     }
   }
   ASSERT_EQ(engines.size(), 2u) << up.output();
+  const std::set<std::string> devices = {env_of(engines[0], "CUDA_VISIBLE_DEVICES"),
+                                         env_of(engines[1], "CUDA_VISIBLE_DEVICES")};
+  EXPECT_EQ(devices, (std::set<std::string>{"0", "1"})) << up.output();
   httplib::Client client("127.0.0.1", port_);
   client.set_read_timeout(std::chrono::seconds(60));
   std::vector<json> conversations;
@@ -260,6 +276,7 @@ TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
   EXPECT_EQ(r[0]["moves_out"], 0) << r.dump();  // and they stayed
   EXPECT_EQ(r[1]["moves_out"], 0) << r.dump();
 
+  const std::string killed_devices = env_of(engines[0], "CUDA_VISIBLE_DEVICES");
   ASSERT_EQ(::kill(engines[0], SIGKILL), 0);
   round();
   round();
@@ -275,6 +292,19 @@ TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
     if (!both_up) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_TRUE(both_up) << r.dump();
+  // The restarted engine sees the GPUs the killed one saw.
+  {
+    auto res = client.Get("/kvgate/v1/status");
+    ASSERT_TRUE(res && res->status == 200);
+    std::vector<pid_t> now;
+    const json status = json::parse(res->body);
+    for (const auto& u : status["upstreams"]) now.push_back(u["status"]["engine"]["pid"].get<pid_t>());
+    ASSERT_EQ(now.size(), 2u);
+    const pid_t restarted = now[0] == engines[1] ? now[1] : now[0];
+    EXPECT_NE(restarted, engines[0]);
+    EXPECT_TRUE(now[0] == engines[1] || now[1] == engines[1]) << res->body;
+    EXPECT_EQ(env_of(restarted, "CUDA_VISIBLE_DEVICES"), killed_devices);
+  }
 
   up.process().signal_group(SIGTERM);
   EXPECT_EQ(up.wait_exit(), 0) << up.output();

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -37,12 +39,26 @@ struct Unit {
   bool served = false;  // has served since kvgate started (before, it is only starting)
 };
 
+// Whether --engine-devices gives every engine GPUs no other engine sees.
+bool disjoint_devices(const std::vector<std::string>& sets) {
+  if (sets.empty()) return false;
+  std::set<std::string> seen;
+  for (const auto& set : sets) {
+    std::stringstream in(set);
+    for (std::string d; std::getline(in, d, ',');) {
+      if (!seen.insert(d).second) return false;
+    }
+  }
+  return true;
+}
+
 // Engine `i`'s launch: the planned one with its own folder and saved-state folder.
 Result<Prepared> engine_launch(const UpConfig& cfg, const Prepared& base, size_t i) {
   Prepared p = base;
   p.instance_dir = base.instance_dir / fmt::format("engine-{}", i);
   KV_TRY(util::make_private_dir(p.instance_dir));
   p.kv = kv_options(cfg, p.caps, p.instance_dir, p.start);
+  p.engine_env = engine_env(cfg, i);
   p.start.settings.slot_save_path.reset();
   if (p.kv.enabled()) p.start.settings.slot_save_path = p.kv.dir.string();
   KV_ASSIGN_OR_RETURN(p.args, plan::launch_args(p.start.settings, p.caps));
@@ -139,7 +155,9 @@ int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& sto
   // The reserve (OS, driver) is kept once, whatever runs beside it.
   const uint64_t reserve = std::min(base.start.memory.reserve, base.start.memory.total());
   const uint64_t each = base.start.memory.total() - reserve;
-  if (base.start.budget.bytes && each * n + reserve > *base.start.budget.bytes) {
+  // On GPUs of their own each engine has the budget to itself: the plan fitted it once.
+  const bool own_devices = disjoint_devices(cfg.engine_devices);
+  if (!own_devices && base.start.budget.bytes && each * n + reserve > *base.start.budget.bytes) {
     say(fmt::format(
         "{} engines need {} ({} each and a {} reserve), more than the memory budget {}: give fewer "
         "--engines, a smaller --ctx or --parallel, or --cache-ram",
@@ -155,6 +173,9 @@ int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& sto
     if (!u) {
       say(fmt::format("engine-{}: {}", i, u.error().message()));
       return kExitFailure;
+    }
+    if (auto d = (*u)->p.engine_env.find("CUDA_VISIBLE_DEVICES"); d != (*u)->p.engine_env.end()) {
+      say(fmt::format("engine-{}: CUDA_VISIBLE_DEVICES={}", i, d->second));
     }
     units.push_back(std::move(*u));
   }

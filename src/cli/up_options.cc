@@ -1,5 +1,7 @@
 #include "cli/up_options.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -193,6 +195,30 @@ Status kv_unified(const std::string& name, const std::string& v, UpConfig& c) {
   return {};
 }
 
+// --engine-devices 0,1 (engine 0 on GPU 0, engine 1 on GPU 1); 0+1,2+3 gives each engine two.
+// Each set becomes that engine's CUDA_VISIBLE_DEVICES: indices or GPU-/MIG- UUIDs.
+Status engine_devices(const std::string&, const std::string& v, UpConfig& c) {
+  std::vector<std::string> sets;
+  std::stringstream in(v + ",");
+  for (std::string set; std::getline(in, set, ',');) {
+    const bool well_formed = !set.empty() && set.front() != '+' && set.back() != '+' &&
+                             set.find("++") == std::string::npos &&
+                             std::all_of(set.begin(), set.end(), [](char ch) {
+                               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '+' || ch == '-';
+                             });
+    if (!well_formed) {
+      return Error(
+          fmt::format("--engine-devices '{}': expected one GPU set per engine, e.g. 0,1 (0+1 gives an "
+                      "engine two GPUs)",
+                      v));
+    }
+    std::replace(set.begin(), set.end(), '+', ',');
+    sets.push_back(set);
+  }
+  c.engine_devices = std::move(sets);
+  return {};
+}
+
 Status cache_ram(const std::string&, const std::string& v, UpConfig& c) {
   auto b = util::parse_bytes(v);  // a bare number is MiB, like the engine's -cram
   if (!b) return Error(fmt::format("--cache-ram '{}': {}", v, b.error().message()));
@@ -348,6 +374,10 @@ constexpr UpOptionInfo kOptions[] = {
      "conversation stays on the engine holding its cache, one that fails is taken out and its conversations "
      "served by the others; the memory budget must hold them all, and the CPU threads are shared among them "
      "unless --threads is given"},
+    {"engine-devices", engine_devices,
+     "with --engines: each engine's GPUs as CUDA_VISIBLE_DEVICES, one set per engine, e.g. 0,1 (0+1 gives an "
+     "engine two); engines on GPUs of their own are each held to the memory budget alone (default: every "
+     "engine sees every GPU)"},
 };
 
 // `kvgate serve` runs the gateway only: these options of the table, and its own.
@@ -556,6 +586,14 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
   // --ctv defaults to the K type.
   if (options.values.count("ctk") && !options.values.count("ctv")) c.settings.cache_type_v = c.settings.cache_type_k;
   if (c.restart.backoff_max < c.restart.backoff_initial) c.restart.backoff_max = c.restart.backoff_initial;
+  // --engine-devices alone says how many engines.
+  if (!c.engine_devices.empty()) {
+    if (!options.values.count("engines")) c.engines = static_cast<uint32_t>(c.engine_devices.size());
+    if (c.engine_devices.size() != c.engines) {
+      return Error(fmt::format("--engine-devices names {} GPU sets for {} engines: give one per engine",
+                               c.engine_devices.size(), c.engines));
+    }
+  }
   return c;
 }
 

@@ -100,6 +100,7 @@ struct UpConfig {
   std::optional<std::string> state_dir;  // "none": sessions in memory only
   std::optional<std::string> prefill_report;  // a bench prefill.json for the status page
   uint32_t engines = 1;                       // kvgate up: engines of the model side by side
+  std::vector<std::string> engine_devices;    // and each one's CUDA_VISIBLE_DEVICES (empty: not set)
   std::optional<std::string> upstream;        // kvgate serve: the servers' URLs, comma-separated
   std::optional<std::string> upstream_key;    // and their key
   std::optional<std::string> routing;         // with several: "affinity" (default) or "round-robin"

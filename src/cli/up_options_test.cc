@@ -229,3 +229,24 @@ TEST(UpOptionsTest, SeveralClientKeysEachTheirOwnScope) {
 
 }  // namespace
 }  // namespace kvgate::cli
+
+namespace kvgate::cli {
+namespace {
+
+TEST(UpOptionsTest, EngineDevicesGiveEachEngineItsGpusAndTheirNumber) {
+  UpConfig c = resolve(parse({"--engine-devices", "0,1,GPU-5f2a-77"}));
+  EXPECT_EQ(c.engines, 3u);
+  EXPECT_EQ(c.engine_devices, (std::vector<std::string>{"0", "1", "GPU-5f2a-77"}));
+  c = resolve(parse({"--engines", "2", "--engine-devices", "0+1,2+3"}));
+  EXPECT_EQ(c.engines, 2u);
+  EXPECT_EQ(c.engine_devices, (std::vector<std::string>{"0,1", "2,3"}));
+  EXPECT_EQ(resolve(parse({"--engines", "2"})).engine_devices, std::vector<std::string>{});
+  EXPECT_NE(resolve_error({"--engines", "3", "--engine-devices", "0,1"}).find("2 GPU sets for 3 engines"),
+            std::string::npos);
+  for (auto bad : {"", "0,,1", "0,", "+0", "0++1", "0 1", "0;1", "0,1+"}) {
+    EXPECT_NE(resolve_error({"--engine-devices", bad}).find("--engine-devices"), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::cli

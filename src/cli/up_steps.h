@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,7 +46,11 @@ struct Prepared {
   std::vector<std::string> args;
   uint64_t max_token_bytes = 0;
   std::string template_note;  // the chat template the engine starts with, for the start log
+  std::map<std::string, std::string> engine_env;  // set in the engine's environment (--engine-devices)
 };
+
+// Engine `i`'s environment: CUDA_VISIBLE_DEVICES from --engine-devices, when given.
+std::map<std::string, std::string> engine_env(const UpConfig& cfg, size_t i);
 
 gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,
                               const engine::StartPlan& start);

@@ -33,6 +33,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::start(ServerLaunch launch)
   KV_ASSIGN_OR_RETURN(server->process_,
                       util::Subprocess::spawn({.argv = server->argv_,
                                                .unset_env_prefixes = {"LLAMA_ARG_", "LLAMA_API_KEY"},
+                                               .set_env = launch.env,
                                                .on_line = [raw](std::string_view l) { raw->on_line(l); }}));
   return server;
 }

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,7 @@ struct ServerLaunch {
   uint16_t port = 0;              // 0: pick a free loopback port
   std::optional<std::filesystem::path> log_file;  // created 0600 (directory 0700)
   size_t ring_lines = 5000;
+  std::map<std::string, std::string> env;              // set in its environment
   std::function<void(std::string_view line)> on_line;  // called from the reader thread
 };
 

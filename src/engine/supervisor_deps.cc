@@ -35,6 +35,7 @@ Result<std::unique_ptr<RunningEngine>> ServerProcessLauncher::launch(
                                                           .host = spec.host,
                                                           .port = spec.port,
                                                           .ring_lines = spec.ring_lines,
+                                                          .env = spec.env,
                                                           .on_line = std::move(on_line)}));
   return std::unique_ptr<RunningEngine>(new ServerProcessEngine(std::move(process), spec.api_key));
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +43,7 @@ struct LaunchSpec {
   uint16_t port = 0;    // 0: a free loopback port at every start
   std::string api_key;  // the key inside `args`, for the probes
   size_t ring_lines = 5000;
+  std::map<std::string, std::string> env;  // set in the engine's environment (e.g. CUDA_VISIBLE_DEVICES)
 };
 
 class Clock {
