@@ -63,6 +63,38 @@ TEST(EngineErrorsTest, BothForksFormats) {
   }
 }
 
+// OpenAI-compatible servers behind kvgate serve: their words for a prompt too long, in the
+// shapes their sources format them (vLLM before 0.10 answered the error object as the body).
+TEST(EngineErrorsTest, VllmAndSglangOverflowsWithTheirFigures) {
+  auto vllm_old = classify_engine_error(
+      400,
+      R"({"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5100 tokens (5000 in the messages, 100 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400})");
+  EXPECT_EQ(vllm_old.kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(vllm_old.n_ctx, 4096u);
+  EXPECT_EQ(vllm_old.prompt_tokens, 5000u);
+  auto vllm_new = classify_engine_error(
+      400,
+      R"({"error":{"message":"This model's maximum context length is 16384 tokens. However, you requested 8192 output tokens and your prompt contains at least 8193 input tokens, for a total of at least 16385 tokens.","type":"BadRequestError","param":null,"code":400}})");
+  EXPECT_EQ(vllm_new.kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(vllm_new.n_ctx, 16384u);
+  EXPECT_EQ(vllm_new.prompt_tokens, 8193u);
+  auto sglang = classify_engine_error(
+      400,
+      R"({"object":"error","message":"The input (9000 tokens) is longer than the model's context length (8192 tokens).","type":"BadRequestError","param":null,"code":400})");
+  EXPECT_EQ(sglang.kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(sglang.prompt_tokens, 9000u);
+  EXPECT_EQ(sglang.n_ctx, 8192u);
+  // Figures it does not give stay 0; other errors are not overflows.
+  auto bare = classify_engine_error(
+      400, R"({"error":{"message":"This model's maximum context length is 8192 tokens"}})");
+  EXPECT_EQ(bare.kind, EngineErrorKind::kPromptTooLong);
+  EXPECT_EQ(bare.n_ctx, 8192u);
+  EXPECT_EQ(bare.prompt_tokens, 0u);
+  EXPECT_EQ(
+      classify_engine_error(400, R"({"object":"error","message":"max_tokens must be at least 1"})").kind,
+      EngineErrorKind::kOther);
+}
+
 TEST(CompletionFiguresTest, MainlineAndIkFinalEvents) {
   // mainline: timings.cache_n
   auto m = completion_figures(json::parse(R"({"stop":true,"timings":{"cache_n":2486,"prompt_n":118,"predicted_n":40}})"));
