@@ -165,7 +165,7 @@ gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps,
     return kv;
   }
   const plan::ServerSettings& settings = start.settings;
-  kv.dir = instance_dir / "kv";
+  kv.dir = kv_dir_of(instance_dir);
   kv.disk_budget_bytes = choice.disk_budget_bytes;
   kv.save_every_tokens = cfg.kv_save_every.value_or(0);
   kv.exact_prefix = start.memory.recurrent.has_value();

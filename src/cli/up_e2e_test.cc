@@ -2,6 +2,7 @@
 // a synthesized model, served through the pass-through; single-instance locks; a port held
 // by another program; kvgate killed with SIGKILL leaves no engine behind; a real ik_llama.cpp
 // build (when $KVGATE_IK_SERVER names one) that dies at start is reported with its own words.
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -237,10 +238,12 @@ TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
   httplib::Client client("127.0.0.1", port_);
   client.set_read_timeout(std::chrono::seconds(60));
   std::vector<json> conversations;
+  std::string story;  // long enough that the first turn's state is saved (kv_keeper.h)
+  for (int i = 0; i < 16; ++i) story += fmt::format(" The water runs past mill {}.", i);
   for (int c = 0; c < 4; ++c) {
-    conversations.push_back(
-        json::array({{{"role", "user"},
-                      {"content", fmt::format("Conversation {} asks about the {} river.", c, c * 7)}}}));
+    conversations.push_back(json::array(
+        {{{"role", "user"},
+          {"content", fmt::format("Conversation {} asks about the {} river.{}", c, c * 7, story)}}}));
   }
   int failed = 0;
   auto round = [&] {
@@ -283,6 +286,26 @@ TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
   EXPECT_EQ(failed, 0);
   r = routing();
   EXPECT_GE(r[0]["moves_out"].get<int>() + r[1]["moves_out"].get<int>(), 1) << r.dump();
+  // The moved conversations took the saved states the killed engine left on the disk, and the
+  // engine they moved to restored them instead of prefilling.
+  {
+    auto res = client.Get("/kvgate/v1/status");
+    ASSERT_TRUE(res && res->status == 200);
+    const json status = json::parse(res->body);
+    double adopted = 0, restored = 0, reused = 0;
+    for (const auto& u : status["upstreams"]) {
+      const json& counters = u["status"]["metrics"]["counters"];
+      adopted += counters.value("kv_adopted_total", 0.0);
+      restored += counters.value("kv_restores_total", 0.0);
+      reused += counters.value("kv_restored_tokens_reused_total", 0.0);
+    }
+    std::printf(
+        "[figures] after the kill: %.0f state(s) taken from the killed engine, %.0f restore(s), %.0f "
+        "restored token(s) reused\n",
+        adopted, restored, reused);
+    EXPECT_GE(adopted, 1) << res->body;
+    EXPECT_GE(restored, adopted) << res->body;
+  }
   ASSERT_TRUE(up.wait_for("engine start #2")) << up.output();
   // Started again, it rejoins the routing.
   bool both_up = false;

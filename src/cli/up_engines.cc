@@ -58,6 +58,10 @@ Result<Prepared> engine_launch(const UpConfig& cfg, const Prepared& base, size_t
   p.instance_dir = base.instance_dir / fmt::format("engine-{}", i);
   KV_TRY(util::make_private_dir(p.instance_dir));
   p.kv = kv_options(cfg, p.caps, p.instance_dir, p.start);
+  // A conversation that moves here from an engine that went down takes its saved state.
+  for (size_t j = 0; j < cfg.engines && p.kv.enabled(); ++j) {
+    if (j != i) p.kv.siblings.push_back(kv_dir_of(base.instance_dir / fmt::format("engine-{}", j)));
+  }
   p.engine_env = engine_env(cfg, i);
   p.start.settings.slot_save_path.reset();
   if (p.kv.enabled()) p.start.settings.slot_save_path = p.kv.dir.string();

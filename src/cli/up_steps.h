@@ -52,6 +52,8 @@ struct Prepared {
 // Engine `i`'s environment: CUDA_VISIBLE_DEVICES from --engine-devices, when given.
 std::map<std::string, std::string> engine_env(const UpConfig& cfg, size_t i);
 
+// Where an instance's engine saves conversations' states (its --slot-save-path).
+inline fs::path kv_dir_of(const fs::path& instance_dir) { return instance_dir / "kv"; }
 gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps, const fs::path& instance_dir,
                               const engine::StartPlan& start);
 std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t>& budget);

@@ -47,10 +47,17 @@ void log_deleted(const std::string& file, const std::string& why) {
 }  // namespace
 
 json KvFileRecord::to_json() const {
-  return {{"session", session},       {"tokens", tokens},       {"prefix_messages", prefix_messages},
-          {"prefix_hash", fmt::format("{:016x}", prefix_hash)},  {"bytes", bytes},
-          {"file_hash", fmt::format("{:016x}", file_hash)},      {"identity", identity},
-          {"saved_at_ms", saved_at_ms}, {"used_at_ms", used_at_ms}, {"save_ms", save_ms}};
+  return {{"session", session},
+          {"tokens", tokens},
+          {"prefix_messages", prefix_messages},
+          {"prefix_hash", fmt::format("{:016x}", prefix_hash)},
+          {"bytes", bytes},
+          {"file_hash", fmt::format("{:016x}", file_hash)},
+          {"identity", identity},
+          {"saved_at_ms", saved_at_ms},
+          {"used_at_ms", used_at_ms},
+          {"save_ms", save_ms},
+          {"scope", scope}};
 }
 
 Result<KvFileRecord> KvFileRecord::from_json(const json& j) {
@@ -66,6 +73,7 @@ Result<KvFileRecord> KvFileRecord::from_json(const json& j) {
     r.saved_at_ms = j.at("saved_at_ms").get<int64_t>();
     r.used_at_ms = j.at("used_at_ms").get<int64_t>();
     r.save_ms = j.value("save_ms", 0.0);
+    r.scope = j.value("scope", std::string());
     if (r.session.empty()) return Error("empty session id");
     return r;
   } catch (const std::exception& e) {
@@ -98,6 +106,54 @@ fs::path KvFiles::record_path(const std::string& session) const {
   return p;
 }
 
+namespace {
+
+Result<KvFileRecord> read_record(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  return j.is_discarded() ? Result<KvFileRecord>(Error("not JSON")) : KvFileRecord::from_json(j);
+}
+
+}  // namespace
+
+std::vector<KvFileRecord> KvFiles::records_in(const fs::path& dir) {
+  std::vector<KvFileRecord> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(kTempPrefix) || !ends_with(name, kRecordSuffix)) continue;
+    if (auto rec = read_record(entry.path()); rec.ok()) out.push_back(std::move(*rec));
+  }
+  return out;
+}
+
+Result<KvFileRecord> KvFiles::adopt(const fs::path& from, const KvFileRecord& theirs,
+                                    const std::string& session) {
+  if (theirs.identity != identity_) return Error("it was saved under another identity");
+  const std::string temp = temp_name(session);
+  const fs::path source = from / file_name(theirs.session);
+  std::error_code ec;
+  fs::create_hard_link(source, dir_ / temp, ec);  // the other engine replaces its file by rename
+  if (ec) {
+    ec.clear();
+    fs::copy_file(source, dir_ / temp, ec);
+  }
+  if (ec) {
+    discard_temp(temp);
+    return Error(fmt::format("cannot take {}: {}", source.string(), ec.message()));
+  }
+  KvFileRecord mine = theirs;
+  mine.session = session;
+  KV_ASSIGN_OR_RETURN(KvFileRecord committed, commit(temp, std::move(mine)));
+  if (committed.bytes != theirs.bytes || committed.file_hash != theirs.file_hash) {
+    remove(session);
+    return Error(fmt::format("{} is not what was saved there", source.string()));
+  }
+  return committed;
+}
+
 void KvFiles::load() {
   std::error_code ec;
   std::vector<fs::path> states;
@@ -114,11 +170,7 @@ void KvFiles::load() {
   }
   std::lock_guard lock(mu_);
   for (const auto& path : records) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    json j = json::parse(text.str(), nullptr, false);
-    auto rec = j.is_discarded() ? Result<KvFileRecord>(Error("not JSON")) : KvFileRecord::from_json(j);
+    auto rec = read_record(path);
     const fs::path state = rec.ok() ? state_path(rec->session) : fs::path();
     if (!rec.ok() || record_path(rec->session) != path || !fs::exists(state)) {
       log_deleted(path.filename().string(), rec.ok() ? "its state file is missing" : rec.error().message());

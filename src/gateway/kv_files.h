@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,7 @@ struct KvFileRecord {
   int64_t saved_at_ms = 0;       // unix ms
   int64_t used_at_ms = 0;        // last save or restore, unix ms (least recently used goes first)
   double save_ms = 0;            // the save's duration as kvgate saw it
+  std::string scope;             // the key scope of the session that saved it ("": unknown)
 
   nlohmann::json to_json() const;
   static Result<KvFileRecord> from_json(const nlohmann::json& j);
@@ -74,6 +76,15 @@ class KvFiles {
   // Marks the session's file as used now (LRU).
   void touch(const std::string& session);
   void remove(const std::string& session);
+
+  // The records in another engine's folder of the same plan (kvgate up --engines), read from
+  // its disk now; unreadable ones are skipped.
+  static std::vector<KvFileRecord> records_in(const std::filesystem::path& dir);
+  // Takes the state file of `theirs` (a record of records_in(from)) as `session`'s: linked or
+  // copied in, checked against the size and hash `theirs` recorded, recorded here. Errors:
+  // another identity, a file that is gone or not what was saved.
+  Result<KvFileRecord> adopt(const std::filesystem::path& from, const KvFileRecord& theirs,
+                             const std::string& session);
 
   uint64_t total_bytes();
   size_t count();

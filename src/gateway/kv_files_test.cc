@@ -161,5 +161,52 @@ TEST_F(KvFilesTest, FileNamesAreTheEnginesKindWhateverTheSessionId) {
   }
 }
 
+// kvgate up --engines: a conversation that moved from an engine that went down takes that
+// engine's saved state, checked as its own would be.
+TEST_F(KvFilesTest, AnotherEnginesStateIsTakenOnlyIntactAndOfTheSameIdentity) {
+  const fs::path theirs_dir = dir_ / "engine-0";
+  auto theirs = KvFiles::open(theirs_dir, 1 << 20, {{"model", "a"}});
+  ASSERT_TRUE(theirs.ok());
+  auto write = [&](const std::string& session, size_t bytes) {
+    const std::string temp = (*theirs)->temp_name(session);
+    std::ofstream out(theirs_dir / temp, std::ios::binary);
+    for (size_t i = 0; i < bytes; ++i) out.put(static_cast<char>(i * 7));
+    out.close();
+    auto r = (*theirs)->commit(
+        temp, {.session = session, .tokens = 90, .prefix_messages = 2, .prefix_hash = 7, .scope = "key-a"});
+    EXPECT_TRUE(r.ok());
+  };
+  write("s_old", 4000);
+  write("s_other", 3000);
+  auto records = KvFiles::records_in(theirs_dir);
+  ASSERT_EQ(records.size(), 2u);
+  const KvFileRecord old = records[0].session == "s_old" ? records[0] : records[1];
+  EXPECT_EQ(old.scope, "key-a");
+  EXPECT_EQ(old.prefix_hash, 7u);
+
+  auto mine = open();  // dir_, the same identity
+  auto taken = mine->adopt(theirs_dir, old, "s_new");
+  ASSERT_TRUE(taken.ok()) << taken.error().message();
+  EXPECT_EQ(taken->session, "s_new");
+  EXPECT_EQ(taken->tokens, 90u);
+  EXPECT_EQ(taken->file_hash, old.file_hash);
+  ASSERT_TRUE(mine->find("s_new"));
+  EXPECT_TRUE((*theirs)->find("s_old")) << "the other engine keeps its own file";
+
+  auto other_identity = KvFiles::open(dir_ / "engine-2", 1 << 20, {{"model", "b"}});
+  ASSERT_TRUE(other_identity.ok());
+  EXPECT_FALSE((*other_identity)->adopt(theirs_dir, old, "s_new").ok());
+  EXPECT_FALSE((*other_identity)->find("s_new"));
+
+  // Changed since its record was read (the other engine saved again): not taken.
+  KvFileRecord stale = records[0].session == "s_other" ? records[0] : records[1];
+  stale.file_hash ^= 1;
+  EXPECT_FALSE(mine->adopt(theirs_dir, stale, "s_stale").ok());
+  EXPECT_FALSE(mine->find("s_stale"));
+  fs::remove(theirs_dir / (*theirs)->file_name("s_other"));
+  EXPECT_FALSE(
+      mine->adopt(theirs_dir, records[0].session == "s_other" ? records[0] : records[1], "s_gone").ok());
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -103,15 +103,16 @@ std::chrono::milliseconds KvKeeper::engine_timeout(uint64_t bytes) const {
 
 KvKeeper::Activity& KvKeeper::activity(const std::string& session) { return activity_[session]; }
 
-KvKeeper::Prepared KvKeeper::prepare(int slot, const std::string& session, uint64_t generation, const json& view,
-                                     const json& body) {
+KvKeeper::Prepared KvKeeper::prepare(int slot, const std::string& session, uint64_t generation,
+                                     const json& view, const json& body, const std::string& scope) {
   if (!files_ || slot < 0 || static_cast<size_t>(slot) >= held_.size()) return {};
   std::lock_guard lock(*slot_mu_[static_cast<size_t>(slot)]);
   Held& h = held_[static_cast<size_t>(slot)];
   if (h.session == session && h.generation == generation) return {};  // the slot holds it
   if (!h.session.empty() && h.generation == generation && !h.saved) save(slot, h, "slot_reassigned");
-  h = Held{.session = session, .generation = generation};
+  h = Held{.session = session, .scope = scope, .generation = generation};
   auto rec = files_->find(session);
+  if (!rec && !files_->record(session)) rec = adopt(session, scope, view, body);
   if (!rec) return {};
   if (rec->prefix_messages > view.size() || view_prefix_hash(view, rec->prefix_messages, body) != rec->prefix_hash) {
     metrics_.add("kv_restores_skipped_total{reason=\"prefix_changed\"}");
@@ -196,6 +197,7 @@ void KvKeeper::after_turn(int slot, const std::string& session, uint64_t generat
     activity(session).restored_tokens += spared;
   }
   h = Held{.session = session,
+           .scope = h.session == session ? h.scope : std::string(),
            .generation = generation,
            .prefix_hash = view_prefix_hash(view, view.size(), body),
            .prefix_messages = view.size(),
@@ -215,6 +217,37 @@ void KvKeeper::after_turn(int slot, const std::string& session, uint64_t generat
   }
   const uint64_t growth = tokens > saved ? tokens - saved : 0;
   if (should_save(tokens, growth, turn.prefill_ms_per_token)) save(slot, h, "grown");
+}
+
+std::optional<KvFileRecord> KvKeeper::adopt(const std::string& session, const std::string& scope,
+                                            const json& view, const json& body) {
+  if (options_.siblings.empty() || scope.empty()) return std::nullopt;
+  std::optional<std::pair<std::filesystem::path, KvFileRecord>> best;
+  for (const auto& dir : options_.siblings) {
+    for (auto& rec : KvFiles::records_in(dir)) {
+      if (rec.scope != scope || rec.identity != options_.identity || rec.prefix_messages == 0 ||
+          rec.prefix_messages > view.size() || (best && best->second.tokens >= rec.tokens) ||
+          view_prefix_hash(view, rec.prefix_messages, body) != rec.prefix_hash) {
+        continue;
+      }
+      best.emplace(dir, std::move(rec));
+    }
+  }
+  if (!best) return std::nullopt;
+  auto mine = files_->adopt(best->first, best->second, session);
+  if (!mine.ok()) {
+    metrics_.add("kv_adopt_failures_total");
+    util::log_event(util::LogLevel::kWarn, "kv_adopt_failed",
+                    {{"session", session}, {"error", mine.error().message()}});
+    return std::nullopt;
+  }
+  metrics_.add("kv_adopted_total");
+  util::log_event(util::LogLevel::kInfo, "kv_adopt",
+                  {{"session", session},
+                   {"from", best->first.string()},
+                   {"from_session", best->second.session},
+                   {"tokens", mine->tokens}});
+  return *mine;
 }
 
 bool KvKeeper::should_save(uint64_t tokens, uint64_t growth, double prefill_ms_per_token) const {
@@ -253,7 +286,8 @@ bool KvKeeper::save(int slot, Held& held, const char* why) {
                    .tokens = tokens,
                    .prefix_messages = held.prefix_messages,
                    .prefix_hash = held.prefix_hash,
-                   .save_ms = ms};
+                   .save_ms = ms,
+                   .scope = held.scope};
   auto committed = files_->commit(temp, std::move(rec));
   if (!committed.ok()) return failed(committed.error().message());
   held.saved = true;

@@ -58,6 +58,11 @@ struct KvOptions {
   // next message's header), so that what is saved is a prefix of the next prompt. Hybrid and
   // recurrent models.
   bool exact_prefix = false;
+  // The folders of the other engines of the same plan (kvgate up --engines). A session with no
+  // state of its own takes, once, the largest state there that was saved in its key scope and
+  // whose saved view the new view starts with: the conversation moved here from an engine
+  // that went down.
+  std::vector<std::filesystem::path> siblings;
   bool enabled() const { return !dir.empty() && disk_budget_bytes > 0; }
 };
 
@@ -75,9 +80,10 @@ class KvKeeper {
     uint64_t tokens = 0;  // restored
     double ms = 0;
   };
-  // Before `session`'s request with `view` is sent on `slot` to the engine of `generation`.
+  // Before `session`'s request with `view` is sent on `slot` to the engine of `generation`;
+  // `scope` is the session's key scope (a state of another engine is taken only in it).
   Prepared prepare(int slot, const std::string& session, uint64_t generation, const nlohmann::json& view,
-                   const nlohmann::json& body);
+                   const nlohmann::json& body, const std::string& scope = "");
   // The engine's figures of a turn.
   struct Turn {
     uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
@@ -99,6 +105,7 @@ class KvKeeper {
  private:
   struct Held {  // what a slot holds, as far as kvgate knows
     std::string session;
+    std::string scope;
     uint64_t generation = 0;
     uint64_t prefix_hash = 0;
     uint64_t prefix_messages = 0;
@@ -115,6 +122,9 @@ class KvKeeper {
   // Saves every slot's unsaved state of `generation`; `forget`: then takes each as holding nothing.
   void save_unsaved(uint64_t generation, const char* why, bool forget);
   bool should_save(uint64_t tokens, uint64_t growth, double prefill_ms_per_token) const;
+  // The siblings' best state for a session with none (KvOptions::siblings), taken as its own.
+  std::optional<KvFileRecord> adopt(const std::string& session, const std::string& scope,
+                                    const nlohmann::json& view, const nlohmann::json& body);
   // exact_prefix: makes `slot` hold the rendering of view + reply up to the next message's
   // content; false when the engine could not.
   bool hold_next_prefix(int slot, const nlohmann::json& view, const nlohmann::json& body, const nlohmann::json& reply);

@@ -21,7 +21,7 @@ ApiStatus Turn::budget() {
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
   // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).
   generation_ = g_.engine_generation_.load();
-  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body);
+  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
   context_ = g_.context_tokens();
   marks_ = watermarks(context_, options_.high_watermark_tokens, options_.high_watermark_fraction,
                       options_.low_watermark_fraction);
