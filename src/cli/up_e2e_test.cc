@@ -219,7 +219,8 @@ std::string env_of(pid_t pid, const std::string& name) {
 // stops both.
 TEST_F(UpE2eTest, SeveralEnginesShareTheConversationsAndOneKilledCostsNoTurn) {
   Up up(args(model_, port_,
-             {"--engine-devices", "0,1", "--parallel", "2", "--state-dir", (dir_ / "state").string()}));
+             {"--engine-devices", "0,1", "--parallel", "2", "--state-dir", (dir_ / "state").string(),
+              "--kv-disk", "64MiB"}));  // states saved whatever the disk's free space
   ASSERT_TRUE(up.wait_for(fmt::format("gateway: http://127.0.0.1:{}/v1  (2 engines", port_))) << up.output();
   // The second engine to be ready says so after the first one's gateway line.
   ASSERT_TRUE(up.wait_for("serves behind the gateway")) << up.output();
