@@ -263,9 +263,8 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
   say(m->learned.exact_counts
           ? "token counts: exact (the server's /apply-template and /tokenize)"
           : "token counts: the server has no /apply-template; a prompt's tokens are estimated from its size "
-            "at the "
-            "largest tokens-per-byte rate of the server's last 32 answers plus 10 % (none before its first "
-            "answer), and a prompt it refuses as too long is compacted and retried");
+            "at the largest tokens-per-byte rate of the server's last 32 answers plus 10 % (none before its "
+            "first answer), and a prompt it refuses as too long is compacted and retried");
   gateway::GatewayOptions go = gateway_options(
       cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
             .slots = facts.slots.value_or(1),

@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli/command.h"
 #include "cli/up_steps.h"
+#include "device/tree.h"
 #include "engine/status_report.h"
 #include "gateway/fleet.h"
 #include "gateway/response_store.h"
@@ -44,9 +44,8 @@ bool disjoint_devices(const std::vector<std::string>& sets) {
   if (sets.empty()) return false;
   std::set<std::string> seen;
   for (const auto& set : sets) {
-    std::stringstream in(set);
-    for (std::string d; std::getline(in, d, ',');) {
-      if (!seen.insert(d).second) return false;
+    for (std::string_view d : device::split(set, ',')) {
+      if (!seen.emplace(d).second) return false;
     }
   }
   return true;

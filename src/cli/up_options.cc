@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "device/tree.h"
 #include "util/units.h"
 
 namespace kvgate::cli {
@@ -198,24 +199,23 @@ Status kv_unified(const std::string& name, const std::string& v, UpConfig& c) {
 // --engine-devices 0,1 (engine 0 on GPU 0, engine 1 on GPU 1); 0+1,2+3 gives each engine two.
 // Each set becomes that engine's CUDA_VISIBLE_DEVICES: indices or GPU-/MIG- UUIDs.
 Status engine_devices(const std::string&, const std::string& v, UpConfig& c) {
-  std::vector<std::string> sets;
-  std::stringstream in(v + ",");
-  for (std::string set; std::getline(in, set, ',');) {
-    const bool well_formed = !set.empty() && set.front() != '+' && set.back() != '+' &&
-                             set.find("++") == std::string::npos &&
-                             std::all_of(set.begin(), set.end(), [](char ch) {
-                               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '+' || ch == '-';
-                             });
-    if (!well_formed) {
-      return Error(
-          fmt::format("--engine-devices '{}': expected one GPU set per engine, e.g. 0,1 (0+1 gives an "
-                      "engine two GPUs)",
-                      v));
+  auto gpu = [](std::string_view g) {
+    return !g.empty() && std::all_of(g.begin(), g.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-';
+    });
+  };
+  c.engine_devices.clear();
+  for (std::string_view piece : device::split(v, ',')) {
+    const auto gpus = device::split(piece, '+');
+    if (!std::all_of(gpus.begin(), gpus.end(), gpu)) {
+      return Error(fmt::format(
+          "--engine-devices '{}': expected one GPU set per engine, e.g. 0,1 (0+1 gives an engine two GPUs)",
+          v));
     }
+    std::string set(piece);
     std::replace(set.begin(), set.end(), '+', ',');
-    sets.push_back(set);
+    c.engine_devices.push_back(std::move(set));
   }
-  c.engine_devices = std::move(sets);
   return {};
 }
 

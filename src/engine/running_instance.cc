@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include "engine/pinned.h"
+#include "util/strings.h"
 
 namespace kvgate::engine {
 namespace {
@@ -29,16 +30,10 @@ std::string read_small(const fs::path& path) {
   return out;
 }
 
-// The number after `marker` in `text`, or 0.
+// The number after `marker` in `text`, or 0 (also when it is too large for a pid).
 pid_t pid_after(std::string_view text, std::string_view marker) {
-  const size_t at = text.find(marker);
-  if (at == std::string_view::npos) return 0;
-  long value = 0;
-  for (size_t i = at + marker.size(); i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    value = value * 10 + (text[i] - '0');
-    if (value > 1L << 30) return 0;
-  }
-  return static_cast<pid_t>(value);
+  const uint64_t value = util::number_after(text, marker);
+  return value > (uint64_t{1} << 30) ? 0 : static_cast<pid_t>(value);
 }
 
 // argv[0] named kvgate and argv[1] "up", from /proc/PID/cmdline (NUL-separated).

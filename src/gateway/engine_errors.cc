@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/strings.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -15,24 +17,12 @@ uint64_t count(const json& e, const char* key) {
   return it != e.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 
-// The decimal number that starts right after `needle` in `m`; 0 when there is none.
-uint64_t number_after(std::string_view m, std::string_view needle) {
-  const size_t at = m.find(needle);
-  if (at == std::string_view::npos) return 0;
-  uint64_t n = 0;
-  for (size_t i = at + needle.size(); i < m.size() && m[i] >= '0' && m[i] <= '9' && n < UINT64_MAX / 10;
-       ++i) {
-    n = n * 10 + static_cast<uint64_t>(m[i] - '0');
-  }
-  return n;
-}
-
 // vLLM's and SGLang's words for a prompt longer than the model's context, with their figures.
 bool read_openai_server_overflow(std::string_view m, EngineErrorInfo& info) {
   if (has(m, "maximum context length is")) {  // vLLM
-    info.n_ctx = number_after(m, "maximum context length is ");
+    info.n_ctx = util::number_after(m, "maximum context length is ");
     for (std::string_view before_prompt : {"(", "prompt contains at least ", "request has "}) {
-      const uint64_t n = number_after(m, before_prompt);
+      const uint64_t n = util::number_after(m, before_prompt);
       if (n > 0 && (has(m, std::string(before_prompt) + std::to_string(n) + " in the messages") ||
                     has(m, std::to_string(n) + " input tokens"))) {
         info.prompt_tokens = n;
@@ -42,8 +32,8 @@ bool read_openai_server_overflow(std::string_view m, EngineErrorInfo& info) {
     return true;
   }
   if (has(m, "is longer than the model's context length")) {  // SGLang
-    info.prompt_tokens = number_after(m, "The input (");
-    info.n_ctx = number_after(m, "model's context length (");
+    info.prompt_tokens = util::number_after(m, "The input (");
+    info.n_ctx = util::number_after(m, "model's context length (");
     return true;
   }
   return false;

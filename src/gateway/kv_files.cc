@@ -81,6 +81,18 @@ Result<KvFileRecord> KvFileRecord::from_json(const json& j) {
   }
 }
 
+namespace {
+
+Result<KvFileRecord> read_record(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  return j.is_discarded() ? Result<KvFileRecord>(Error("not JSON")) : KvFileRecord::from_json(j);
+}
+
+}  // namespace
+
 Result<uint64_t> hash_file(const fs::path& path) {
   KV_ASSIGN_OR_RETURN(util::MappedFile m, util::MappedFile::open(path));
   return static_cast<uint64_t>(XXH3_64bits(m.bytes().data(), m.size()));
@@ -105,18 +117,6 @@ fs::path KvFiles::record_path(const std::string& session) const {
   p.replace_extension(kRecordSuffix);
   return p;
 }
-
-namespace {
-
-Result<KvFileRecord> read_record(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
-  return j.is_discarded() ? Result<KvFileRecord>(Error("not JSON")) : KvFileRecord::from_json(j);
-}
-
-}  // namespace
 
 std::vector<KvFileRecord> KvFiles::records_in(const fs::path& dir) {
   std::vector<KvFileRecord> out;

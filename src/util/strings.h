@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace kvgate::util {
@@ -18,6 +19,19 @@ inline size_t utf8_floor(std::string_view s, size_t n) {
 inline size_t utf8_ceil(std::string_view s, size_t n) {
   while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) ++n;
   return n < s.size() ? n : s.size();
+}
+
+// The decimal number that starts right after the first `marker` in `text`; 0 when there is
+// none. Digits past what a uint64_t holds are not read.
+inline uint64_t number_after(std::string_view text, std::string_view marker) {
+  const size_t at = text.find(marker);
+  if (at == std::string_view::npos) return 0;
+  uint64_t n = 0;
+  for (size_t i = at + marker.size();
+       i < text.size() && text[i] >= '0' && text[i] <= '9' && n < UINT64_MAX / 10; ++i) {
+    n = n * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  return n;
 }
 
 // The value of one hexadecimal digit, -1 for any other character.
