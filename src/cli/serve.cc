@@ -87,11 +87,29 @@ httplib::Client client_for(const UpstreamUrl& u, const std::string& key, std::ch
   return c;
 }
 
-// What the server says of itself, and whether it renders chat templates for exact counts.
+// What the server says of itself, and how it counts prompts: llama.cpp renders them
+// (/apply-template), vLLM tokenizes chat messages (/tokenize), others cannot.
 struct Learned {
   gateway::UpstreamFacts facts;
-  bool exact_counts = false;
+  gateway::Counting counting = gateway::Counting::kEstimate;
+  std::string model_id;  // /v1/models' first id, named to /tokenize
 };
+
+bool answers_with(const httplib::Result& r, std::string_view field) {
+  return r && r->status == 200 && r->body.find(fmt::format("\"{}\"", field)) != std::string::npos;
+}
+
+gateway::Counting counting_offered(httplib::Client& c, const std::string& model_id) {
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  if (answers_with(c.Post("/apply-template", json{{"messages", messages}}.dump(), "application/json"),
+                   "prompt"))
+    return gateway::Counting::kRender;
+  json chat = {{"messages", messages}, {"add_generation_prompt", true}};
+  if (!model_id.empty()) chat["model"] = model_id;
+  if (answers_with(c.Post("/tokenize", chat.dump(), "application/json"), "count"))
+    return gateway::Counting::kChatTokenize;
+  return gateway::Counting::kEstimate;
+}
 
 Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std::chrono::seconds wait) {
   auto c = client_for(u, key, std::chrono::seconds(10));
@@ -115,12 +133,14 @@ Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std
     return Error(fmt::format("{} refused the key (401): give --upstream-key", u.text()));
   l.facts =
       gateway::read_props(props && props->status == 200 ? json::parse(props->body, nullptr, false) : json());
-  if (auto models = c.Get("/v1/models"); models && models->status == 200)
-    gateway::read_models(json::parse(models->body, nullptr, false), l.facts);
-  const json probe = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
-  auto rendered = c.Post("/apply-template", probe.dump(), "application/json");
-  l.exact_counts =
-      rendered && rendered->status == 200 && rendered->body.find("\"prompt\"") != std::string::npos;
+  if (auto models = c.Get("/v1/models"); models && models->status == 200) {
+    const json m = json::parse(models->body, nullptr, false);
+    gateway::read_models(m, l.facts);
+    gateway::UpstreamFacts ids;
+    gateway::read_models(m, ids);
+    l.model_id = ids.model;
+  }
+  l.counting = counting_offered(c, l.model_id);
   return l;
 }
 
@@ -227,6 +247,22 @@ Result<std::vector<UpstreamUrl>> parse_upstreams(const std::string& list) {
   return out;
 }
 
+std::string counting_note(gateway::Counting c) {
+  switch (c) {
+    case gateway::Counting::kRender:
+      return "token counts: exact (the server's /apply-template and /tokenize)";
+    case gateway::Counting::kChatTokenize:
+      return "token counts: exact (the server's /tokenize of the chat messages, as vLLM offers)";
+    case gateway::Counting::kEstimate:
+      break;
+  }
+  return "token counts: the server has no /apply-template and no /tokenize of chat messages; a prompt's "
+         "tokens "
+         "are estimated from its size at the largest tokens-per-byte rate of the server's last 32 answers "
+         "plus "
+         "10 % (none before its first answer), and a prompt it refuses as too long is compacted and retried";
+}
+
 // One upstream and the whole gateway in front of it.
 struct Member {
   UpstreamUrl url;
@@ -260,11 +296,7 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
                                      : "; without the context, compaction waits for the server to refuse a "
                                        "prompt as too long, then compacts and retries"));
   }
-  say(m->learned.exact_counts
-          ? "token counts: exact (the server's /apply-template and /tokenize)"
-          : "token counts: the server has no /apply-template; a prompt's tokens are estimated from its size "
-            "at the largest tokens-per-byte rate of the server's last 32 answers plus 10 % (none before its "
-            "first answer), and a prompt it refuses as too long is compacted and retried");
+  say(counting_note(m->learned.counting));
   gateway::GatewayOptions go = gateway_options(
       cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
             .slots = facts.slots.value_or(1),
@@ -273,7 +305,8 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
             .shifts = false,  // its --cache-reuse is not known
             .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
   if (!facts.n_ctx_slot) go.context_tokens.reset();
-  go.estimate_tokens = !m->learned.exact_counts;
+  go.counting = m->learned.counting;
+  go.counting_model = m->learned.model_id;
   // In a fleet a request does not wait long for an engine that is gone: another one serves it.
   if (setup.in_fleet)
     go.wait_for_engine = std::min<std::chrono::milliseconds>(go.wait_for_engine, std::chrono::seconds(2));
@@ -306,7 +339,7 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
         return ep;
       });
   m->gateway = std::make_unique<gateway::Gateway>(go, upstream);
-  if (m->learned.exact_counts && !m->gateway->template_marks().user_turn_exact) {
+  if (m->learned.counting == gateway::Counting::kRender && !m->gateway->template_marks().user_turn_exact) {
     say("its chat template renders an earlier reply differently once a new user message follows (with "
         "thinking "
         "off): each user turn recomputes the previous reply, on a hybrid model the whole prompt; start the "

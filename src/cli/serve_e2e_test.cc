@@ -4,7 +4,8 @@
 // through `kvgate up` on the same model and context; the server going away and coming back
 // costs the waiting request a 503 with Retry-After at most, never a hang; a server that cannot
 // count tokens (a proxy hides its /apply-template) is compacted by a learned estimate before
-// it refuses a prompt; bad upstreams and options are clear errors.
+// it refuses a prompt, and one that tokenizes chat messages as vLLM does is counted exactly
+// with them; bad upstreams and options are clear errors.
 #include <algorithm>
 #include <filesystem>
 #include <iterator>
@@ -237,52 +238,77 @@ std::string words_for_turn(int turn) {
 // real engine behind: kvgate estimates each prompt from its size at the rate the engine's own
 // answers showed, so a conversation that outgrows the context is compacted at the watermark
 // before the engine would refuse it, never after.
-TEST_F(ServeE2eTest, WithoutTheServersCountingACompactionComesFromALearnedEstimateBeforeAnyRefusal) {
-  const uint16_t engine_port = free_port();
-  start_engine(engine_port, true, 4096);
-  testing::FilteringProxy proxy(engine_port, {"/apply-template", "/tokenize", "/detokenize"});
-  const uint16_t serve_port = free_port();
-  testing::UpProcess serve(
-      {"--upstream", fmt::format("http://127.0.0.1:{}", proxy.port()), "--upstream-key", kEngineKey,
-       "--listen", fmt::format("127.0.0.1:{}", serve_port), "--state-dir", "none"},
-      {}, "serve");
-  ASSERT_TRUE(serve.wait_ready()) << serve.output();
-  EXPECT_NE(serve.output().find("1 slot of 4096 tokens each"), std::string::npos) << serve.output();
-  EXPECT_NE(serve.output().find("a prompt's tokens are estimated from its size"), std::string::npos)
-      << serve.output();
-  httplib::Client c("127.0.0.1", serve_port);
-  c.set_read_timeout(300, 0);
-  json messages = json::array({{{"role", "system"}, {"content", "You are a terse assistant."}}});
+// kvgate serve in front of the server on `upstream_port`, listening on `listen_port`.
+std::vector<std::string> serve_args(uint16_t upstream_port, uint16_t listen_port) {
+  return {"--upstream", fmt::format("http://127.0.0.1:{}", upstream_port), "--upstream-key", kEngineKey,
+          "--listen",   fmt::format("127.0.0.1:{}", listen_port),          "--state-dir",    "none"};
+}
+
+// Sixteen turns of ~1.5 KB each through kvgate serve on `port` (a 4096-token context fills
+// twice over): whether each was answered, and the largest prompt the engine saw.
+struct LongConversation {
   int failed = 0;
   uint64_t largest_prompt = 0;
+  int watermark_compactions = 0;
+  int overflow_compactions = 0;
+  int raw_rescues = 0;
+};
+
+LongConversation sixteen_long_turns(uint16_t port) {
+  LongConversation out;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  json messages = json::array({{{"role", "system"}, {"content", "You are a terse assistant."}}});
   for (int turn = 1; turn <= 16; ++turn) {
     messages.push_back({{"role", "user"}, {"content", words_for_turn(turn)}});
     const json body = {{"messages", messages}, {"max_tokens", 16}, {"stream", false}};
     auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
     if (!r || r->status != 200) {
-      ++failed;
+      ++out.failed;
       ADD_FAILURE() << "turn " << turn << ": " << (r ? r->body : httplib::to_string(r.error()));
       break;
     }
     const json j = json::parse(r->body);
-    largest_prompt = std::max(largest_prompt, j["usage"]["prompt_tokens"].get<uint64_t>());
+    // A reply rescued raw from a server that cannot replay it has no usage (kvgate.raw).
+    const uint64_t prompt = j.value("usage", json::object()).value("prompt_tokens", uint64_t{0});
+    out.largest_prompt = std::max(out.largest_prompt, prompt);
+    out.raw_rescues += j.value("kvgate", json::object()).value("raw", false);
     messages.push_back({{"role", "assistant"}, {"content", j["choices"][0]["message"].value("content", "")}});
   }
-  EXPECT_EQ(failed, 0);
-  EXPECT_GT(proxy.hits("/apply-template"), 0);  // asked, and refused
-  EXPECT_GT(proxy.hits("/v1/chat/completions"), 0);
-  int watermark = 0, overflow = 0;
+  return out;
+}
+
+void count_compactions(testing::UpProcess& serve, LongConversation& out) {
   for (const json& ev : serve.events("compaction")) {
     const std::string trigger = ev.value("trigger", "");
-    watermark += trigger == "watermark";
-    overflow += trigger == "overflow";
+    out.watermark_compactions += trigger == "watermark";
+    out.overflow_compactions += trigger == "overflow";
   }
+}
+
+TEST_F(ServeE2eTest, WithoutTheServersCountingACompactionComesFromALearnedEstimateBeforeAnyRefusal) {
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port, true, 4096);
+  testing::FilteringProxy proxy(engine_port, {"/apply-template", "/tokenize", "/detokenize"});
+  const uint16_t serve_port = free_port();
+  testing::UpProcess serve(serve_args(proxy.port(), serve_port), {}, "serve");
+  ASSERT_TRUE(serve.wait_ready()) << serve.output();
+  EXPECT_NE(serve.output().find("1 slot of 4096 tokens each"), std::string::npos) << serve.output();
+  EXPECT_NE(serve.output().find("a prompt's tokens are estimated from its size"), std::string::npos)
+      << serve.output();
+  LongConversation run = sixteen_long_turns(serve_port);
+  EXPECT_EQ(run.failed, 0);
+  EXPECT_GT(proxy.hits("/apply-template"), 0);  // asked, and refused
+  EXPECT_GT(proxy.hits("/v1/chat/completions"), 0);
+  count_compactions(serve, run);
   std::printf(
       "[figures] 16 turns of ~1.5 KB: %d watermark compaction(s), %d after a refusal, largest prompt %llu "
       "of 4096\n",
-      watermark, overflow, static_cast<unsigned long long>(largest_prompt));
-  EXPECT_GE(watermark, 1) << serve.output();
-  EXPECT_EQ(overflow, 0) << serve.output();
+      run.watermark_compactions, run.overflow_compactions,
+      static_cast<unsigned long long>(run.largest_prompt));
+  EXPECT_GE(run.watermark_compactions, 1) << serve.output();
+  EXPECT_EQ(run.overflow_compactions, 0) << serve.output();
+  httplib::Client c("127.0.0.1", serve_port);
   auto status = c.Get("/kvgate/v1/status");
   ASSERT_TRUE(status && status->status == 200);
   const json acc = json::parse(status->body)["token_accounting"];
@@ -290,6 +316,51 @@ TEST_F(ServeE2eTest, WithoutTheServersCountingACompactionComesFromALearnedEstima
   ASSERT_TRUE(acc["estimate_tokens_per_unit"].is_number()) << acc;
   EXPECT_GT(acc["estimate_tokens_per_unit"].get<double>(), 0.05);
   EXPECT_LT(acc["estimate_tokens_per_unit"].get<double>(), 1.0);
+}
+
+// A server shaped like vLLM where kvgate reads it (testing::vllm_answers over the real engine:
+// no /props, no /apply-template; /v1/models with max_model_len; /tokenize of chat messages):
+// kvgate counts each prompt exactly with that /tokenize, and every count equals the tokens
+// the engine then reports for the prompt.
+TEST_F(ServeE2eTest, AServerThatTokenizesChatMessagesCountsEveryPromptExactly) {
+  const uint16_t engine_port = free_port();
+  start_engine(engine_port, true, 4096);
+  testing::FilteringProxy proxy(engine_port, {"/apply-template", "/detokenize", "/props", "/slots"},
+                                testing::vllm_answers(4096, "tiny-qwen3"));
+  const uint16_t serve_port = free_port();
+  testing::UpProcess serve(serve_args(proxy.port(), serve_port), {}, "serve");
+  ASSERT_TRUE(serve.wait_ready()) << serve.output();
+  EXPECT_NE(serve.output().find("a vllm server"), std::string::npos) << serve.output();
+  EXPECT_NE(serve.output().find("of 4096 tokens each"), std::string::npos) << serve.output();
+  EXPECT_NE(serve.output().find("exact (the server's /tokenize of the chat messages"), std::string::npos)
+      << serve.output();
+  LongConversation run = sixteen_long_turns(serve_port);
+  EXPECT_EQ(run.failed, 0);
+  count_compactions(serve, run);
+  int counted = 0, equal = 0;
+  for (const json& ev : serve.events("request")) {
+    const uint64_t c = ev.value("counted_tokens", uint64_t{0}), p = ev.value("prompt_tokens", uint64_t{0});
+    if (c == 0 || p == 0) continue;
+    ++counted;
+    equal += c == p;
+    EXPECT_EQ(c, p) << ev;
+  }
+  std::printf(
+      "[figures] 16 turns of ~1.5 KB counted by /tokenize of the messages: %d of %d counts equal to the "
+      "engine's, %d watermark compaction(s), %d after a refusal, largest prompt %llu of 4096, %d reply(s) "
+      "rescued raw\n",
+      equal, counted, run.watermark_compactions, run.overflow_compactions,
+      static_cast<unsigned long long>(run.largest_prompt), run.raw_rescues);
+  EXPECT_GE(counted, 3);
+  EXPECT_GE(run.watermark_compactions, 1) << serve.output();
+  EXPECT_EQ(run.overflow_compactions, 0) << serve.output();
+  EXPECT_GT(proxy.hits("/tokenize"), counted);  // the probe, and every count
+  httplib::Client c("127.0.0.1", serve_port);
+  auto status = c.Get("/kvgate/v1/status");
+  ASSERT_TRUE(status && status->status == 200);
+  const json acc = json::parse(status->body)["token_accounting"];
+  EXPECT_EQ(acc["counting"], "chat-tokenize") << acc;
+  EXPECT_EQ(acc["mismatches"], 0) << acc;
 }
 
 TEST_F(ServeE2eTest, BadUpstreamsAndEngineOptionsAreClearErrors) {

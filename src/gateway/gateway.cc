@@ -62,7 +62,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
       admission_(admission_options(options_)) {
   tokens_.set_time_limit(options_.count_time_limit);
-  tokens_.set_estimating(options_.estimate_tokens);
+  tokens_.set_counting(options_.counting, options_.counting_model);
   responses_ = options_.responses ? options_.responses : std::make_shared<ResponseStore>();
   // A model summary is a continuation of the view: one larger than the context cannot be sent.
   auto& co = options_.compaction_options;
@@ -502,6 +502,7 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
         {"mismatches", ts.mismatches},
         {"engine_offset", tokens_.offset()},
         {"estimated", tokens_.estimating()},
+        {"counting", counting_name(tokens_.counting())},
         {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
       {"throughput",
        {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},

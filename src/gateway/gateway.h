@@ -91,9 +91,12 @@ struct GatewayOptions {
   ThinkingOptions thinking;
   bool count_tokens = true;            // exact prompt accounting where compaction needs it
   bool always_count_tokens = false;    // count every request exactly, even far below the watermark
-  // The engine cannot count (no /apply-template): counts are estimates from the request's
-  // size at a rate learned from the engine's answers (token_estimate.h).
-  bool estimate_tokens = false;
+  // How the engine counts prompts (tokens.h): kRender with /apply-template; kChatTokenize
+  // with vLLM's /tokenize of chat messages (naming `counting_model` when a request names no
+  // model); kEstimate where it cannot: estimates from the request's size at a rate learned
+  // from the engine's answers (token_estimate.h).
+  Counting counting = Counting::kRender;
+  std::string counting_model;
   std::chrono::milliseconds stream_head_grace{1500};
   std::chrono::milliseconds keepalive{10000};
   std::chrono::milliseconds wait_for_engine{30000};  // engine restarting: wait this long, then 503

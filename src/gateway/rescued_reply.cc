@@ -24,17 +24,20 @@ json delta_chunk(const std::string& id, const std::string& model, int64_t create
 }  // namespace
 
 json rescued_response(const Rescue& r, const std::string& model, int64_t created) {
-  return {{"id", fmt::format("chatcmpl-kvgate-{}", created)},
-          {"object", "chat.completion"},
-          {"created", created},
-          {"model", model},
-          {"choices", json::array({{{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}}})},
-          {"usage",
-           {{"prompt_tokens", r.prompt_tokens},
-            {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}},
-          {"kvgate", r.raw ? json{{"rescued", true}, {"raw", true}} : json{{"rescued", true}}}};
+  json out = {
+      {"id", fmt::format("chatcmpl-kvgate-{}", created)},
+      {"object", "chat.completion"},
+      {"created", created},
+      {"model", model},
+      {"choices", json::array({{{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}}})},
+      {"usage",
+       {{"prompt_tokens", r.prompt_tokens},
+        {"completion_tokens", r.completion_tokens},
+        {"total_tokens", r.prompt_tokens + r.completion_tokens},
+        {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}},
+      {"kvgate", r.raw ? json{{"rescued", true}, {"raw", true}} : json{{"rescued", true}}}};
+  if (!r.usage_known) out.erase("usage");
+  return out;
 }
 
 std::vector<json> rescued_chunks(const Rescue& r, const std::string& streamed, const std::string& chunk_id,
@@ -55,7 +58,7 @@ std::vector<json> rescued_chunks(const Rescue& r, const std::string& streamed, c
     out.push_back(delta_chunk(chunk_id, model, created, {{"tool_calls", calls}}, nullptr));
   }
   out.push_back(delta_chunk(chunk_id, model, created, json::object(), r.finish_reason));
-  if (include_usage) {
+  if (include_usage && r.usage_known) {
     json usage = chunk_of(chunk_id, model, created, json::array());
     usage["usage"] = {{"prompt_tokens", r.prompt_tokens},
                       {"completion_tokens", r.completion_tokens},

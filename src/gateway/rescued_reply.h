@@ -18,9 +18,11 @@ struct Rescue {
   uint64_t completion_tokens = 0;
   size_t calls = 0;
   bool raw = false;  // nothing usable came out: the sanitised text (possibly empty) as content
+  bool usage_known = true;  // false: nothing was replayed, the counts above are not the engine's
 };
 
-// The whole chat.completion of a rescued reply, marked {"kvgate": {"rescued": true, …}}.
+// The whole chat.completion of a rescued reply, marked {"kvgate": {"rescued": true, …}}; no
+// usage when it is not known.
 nlohmann::json rescued_response(const Rescue& r, const std::string& model, int64_t created);
 
 // The chunks that end a stream whose end the engine rejected, after `streamed` content went

@@ -32,6 +32,18 @@ size_t candidate_length(std::string_view s, size_t i) {
 
 }  // namespace
 
+const char* counting_name(Counting c) {
+  switch (c) {
+    case Counting::kRender:
+      return "render";
+    case Counting::kChatTokenize:
+      return "chat-tokenize";
+    case Counting::kEstimate:
+      return "estimate";
+  }
+  return "?";
+}
+
 bool is_count_time_limit(const Error& e) { return e.message().starts_with(kCountTimeLimitMessage); }
 
 TokenCounter::Deadline TokenCounter::deadline() const {
@@ -132,12 +144,13 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
 }
 
 Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
-  if (estimating_) return count(body, body.value("messages", nlohmann::json::array()));
+  if (counting_ != Counting::kRender) return count(body, body.value("messages", nlohmann::json::array()));
   return count_request(util::json_text(body));
 }
 
 Result<TokenCount> TokenCounter::count(const nlohmann::json& body, const nlohmann::json& messages) {
-  if (estimating_) {
+  if (counting_ == Counting::kChatTokenize) return count_chat(body, messages);
+  if (counting_ == Counting::kEstimate) {
     KV_ASSIGN_OR_RETURN(uint64_t n, estimate(TokenEstimate::units(body, messages)));
     std::lock_guard lock(mu_);
     ++stats_.counts;
@@ -154,7 +167,7 @@ Result<uint64_t> TokenCounter::estimate(uint64_t units) const {
 }
 
 void TokenCounter::learn(const nlohmann::json& body, const nlohmann::json& messages, uint64_t engine_tokens) {
-  if (estimating_) estimate_.learn(TokenEstimate::units(body, messages), engine_tokens);
+  if (estimating()) estimate_.learn(TokenEstimate::units(body, messages), engine_tokens);
 }
 
 Result<TokenCount> TokenCounter::count_request(const std::string& render_text) {
@@ -179,14 +192,76 @@ Result<TokenCount> TokenCounter::count_request(const std::string& render_text) {
   out.render_ms = util::ms_since(t0);
   KV_ASSIGN_OR_RETURN(uint64_t n, count_pieces(out.prompt, out, until));
   std::lock_guard lock(mu_);
-  // A learned offset never makes a count negative (an engine that under-reports).
-  out.tokens = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(n) + offset_.value_or(0)));
+  out.tokens = with_offset(n);
   ++stats_.counts;
   return out;
 }
 
+uint64_t TokenCounter::with_offset(uint64_t n) const {
+  // A learned offset never makes a count negative (an engine that under-reports).
+  return static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(n) + offset_.value_or(0)));
+}
+
+Result<uint64_t> TokenCounter::server_count(const nlohmann::json& req, Deadline deadline) {
+  KV_ASSIGN_OR_RETURN(auto wait, remaining(deadline));
+  auto res = upstream_.call("POST", "/tokenize", util::json_text(req), wait);
+  if (!res.ok()) {
+    KV_TRY(remaining(deadline));
+    return Error("tokenize: " + res.error().message);
+  }
+  const UpstreamResponse& r = *res;
+  if (r.status != 200)
+    return Error(fmt::format("tokenize: server answered {}: {}", r.status, r.body.substr(0, 300)));
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("count") || !j["count"].is_number_unsigned()) {
+    return Error("tokenize: the server's answer has no count");
+  }
+  return j["count"].get<uint64_t>();
+}
+
+Result<TokenCount> TokenCounter::count_chat(const nlohmann::json& body, const nlohmann::json& messages) {
+  nlohmann::json req = {{"messages", messages}, {"add_generation_prompt", true}};
+  if (auto m = body.find("model"); m != body.end() && m->is_string()) {
+    req["model"] = *m;
+  } else if (!model_.empty()) {
+    req["model"] = model_;
+  }
+  if (auto t = body.find("tools"); t != body.end() && t->is_array() && !t->empty()) req["tools"] = *t;
+  if (auto k = body.find("chat_template_kwargs"); k != body.end() && k->is_object())
+    req["chat_template_kwargs"] = *k;
+  TokenCount out;
+  const auto t0 = Clock::now();
+  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(req, deadline()));
+  out.tokenize_ms = util::ms_since(t0);
+  std::lock_guard lock(mu_);
+  out.tokens = with_offset(n);
+  ++stats_.counts;
+  return out;
+}
+
+Result<uint64_t> TokenCounter::count_chat_text(std::string_view text) {
+  const uint64_t key = hash64(text);
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = piece_tokens_.find(key); it != piece_tokens_.end()) {
+      ++stats_.cache_hits;
+      return it->second;
+    }
+  }
+  nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
+  if (!model_.empty()) req["model"] = model_;
+  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(req, deadline()));
+  std::lock_guard lock(mu_);
+  if (piece_tokens_.size() >= max_cached_) piece_tokens_.clear();
+  piece_tokens_[key] = static_cast<uint32_t>(n);
+  ++stats_.pieces_tokenized;
+  stats_.chars_tokenized += text.size();
+  return n;
+}
+
 Result<uint64_t> TokenCounter::count_text(std::string_view text) {
-  if (estimating_) return estimate(TokenEstimate::text_units(text));
+  if (counting_ == Counting::kChatTokenize) return count_chat_text(text);
+  if (estimating()) return estimate(TokenEstimate::text_units(text));
   TokenCount scratch;
   return count_pieces(text, scratch, deadline());
 }
@@ -194,7 +269,7 @@ Result<uint64_t> TokenCounter::count_text(std::string_view text) {
 int64_t TokenCounter::calibrate(uint64_t counted, uint64_t engine_prompt_tokens) {
   std::lock_guard lock(mu_);
   const int64_t diff = static_cast<int64_t>(engine_prompt_tokens) - static_cast<int64_t>(counted);
-  if (estimating_) return diff;  // an estimate's error, not an offset
+  if (estimating()) return diff;  // an estimate's error, not an offset
   if (!offset_) {
     offset_ = diff;
     return diff;
@@ -216,7 +291,7 @@ TokenCounter::Stats TokenCounter::stats() const {
     std::lock_guard lock(mu_);
     s = stats_;
   }
-  if (estimating_) s.tokens_per_unit = estimate_.rate();
+  if (estimating()) s.tokens_per_unit = estimate_.rate();
   return s;
 }
 

@@ -12,10 +12,16 @@
 // Engine-added tokens (e.g. BOS) are learned by calibrate() from the engine's own
 // usage.prompt_tokens for a prompt whose count is known.
 //
-// Estimating (set_estimating, for servers without /apply-template and /tokenize): count()
-// and count_text() return TokenEstimate's bound from the request's size instead (no engine
-// call, no rendered prompt), learned by learn() from the engine's own counts; before the
-// first answer they return an Error that says so.
+// Other servers (set_counting):
+//   - Counting::kChatTokenize, for vLLM, whose POST /tokenize takes the chat messages
+//     themselves ({"model", "messages", "tools", "add_generation_prompt"} → {"count"}) and
+//     renders them with the template its chat completions use: count() asks it for the whole
+//     prompt (no rendered prompt comes back), count_text() for the text ({"prompt"}), whose
+//     counts are kept by content hash like the pieces above.
+//   - Counting::kEstimate, for servers that count nothing (no /apply-template, no /tokenize
+//     of messages): count() and count_text() return TokenEstimate's bound from the request's
+//     size (no engine call, no rendered prompt), learned by learn() from the engine's own
+//     counts; before the first answer they return an Error that says so.
 //
 // Time limit: one count() or count_text() call gives up with an Error once `time_limit`
 // has passed (checked before every engine call, and every engine call waits at most what
@@ -48,6 +54,14 @@ inline constexpr std::string_view kCountTimeLimitMessage = "counting the prompt'
 // Whether `e` is a count() that passed its time limit (rather than an engine failure).
 bool is_count_time_limit(const Error& e);
 
+// How prompts are counted: what the server offers decides.
+enum class Counting {
+  kRender,        // llama.cpp family: /apply-template, then /tokenize of the pieces
+  kChatTokenize,  // vLLM: /tokenize of the chat messages
+  kEstimate,      // neither: a bound from the request's size
+};
+const char* counting_name(Counting c);
+
 struct TokenCount {
   uint64_t tokens = 0;        // what the engine will count for this prompt
   bool estimated = false;     // an upper estimate from the size (estimating), not a count
@@ -69,9 +83,14 @@ class TokenCounter {
   // 120 s time-outs only. Call before counting starts.
   void set_time_limit(std::chrono::milliseconds limit) { time_limit_ = limit; }
   std::chrono::milliseconds time_limit() const { return time_limit_; }
-  // Estimate from sizes instead of counting with the engine. Call before counting starts.
-  void set_estimating(bool on) { estimating_ = on; }
-  bool estimating() const { return estimating_; }
+  // How to count; `model` is the model named to a kChatTokenize server when the request names
+  // none. Call before counting starts.
+  void set_counting(Counting how, std::string model = {}) {
+    counting_ = how;
+    model_ = std::move(model);
+  }
+  Counting counting() const { return counting_; }
+  bool estimating() const { return counting_ == Counting::kEstimate; }
   // The engine counted `engine_tokens` for the request `body` with `messages`: teaches the
   // estimate (estimating only; otherwise nothing).
   void learn(const nlohmann::json& body, const nlohmann::json& messages, uint64_t engine_tokens);
@@ -109,11 +128,17 @@ class TokenCounter {
   Result<uint64_t> count_pieces(std::string_view prompt, TokenCount& out, Deadline deadline);
 
   Result<uint64_t> estimate(uint64_t units) const;
+  // kChatTokenize: the server's count for a /tokenize body.
+  Result<uint64_t> server_count(const nlohmann::json& req, Deadline deadline);
+  Result<TokenCount> count_chat(const nlohmann::json& body, const nlohmann::json& messages);
+  Result<uint64_t> count_chat_text(std::string_view text);
+  uint64_t with_offset(uint64_t n) const;  // caller holds mu_
 
   Upstream& upstream_;
   const size_t max_cached_;
   std::chrono::milliseconds time_limit_;
-  bool estimating_ = false;
+  Counting counting_ = Counting::kRender;
+  std::string model_;
   TokenEstimate estimate_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, uint32_t> piece_tokens_;    // guarded by mu_

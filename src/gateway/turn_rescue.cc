@@ -40,12 +40,36 @@ Rescue raw_rescue(const ReplayText& text) {
   return r;
 }
 
+// A server that cannot render a request (no /apply-template: vLLM, SGLang, a router) cannot
+// replay it either: the client gets the text it already has, marked raw, without usage.
+Rescue unreplayable_rescue(const std::string& streamed) {
+  Rescue r;
+  r.message = {{"role", "assistant"}, {"content", sanitize_utf8(streamed)}};
+  r.finish_reason = "stop";
+  r.raw = true;
+  r.usage_known = false;
+  return r;
+}
+
+bool cannot_render(int status) { return status == 404 || status == 405 || status == 501; }
+
 }  // namespace
 
-Result<Rescue> Turn::rescue(const std::string& reason) {
+Result<Rescue> Turn::rescue(const std::string& reason, const std::string& streamed) {
   // The request as it was sent, rendered by the engine's template.
   auto rendered = g_.upstream_->call("POST", "/apply-template", upstream_text_, std::chrono::seconds(60), &cancel_);
   if (!rendered.ok()) return Error("rescue: " + rendered.error().message);
+  if (cannot_render(rendered->status)) {
+    g_.metrics_.add("rescues_total{outcome=\"raw\"}");
+    util::log_event(
+        util::LogLevel::kWarn, "rescue",
+        {{"reason", reason},
+         {"outcome", "raw"},
+         {"replay_error",
+          fmt::format("the server cannot render the request ({}): nothing replayed", rendered->status)},
+         {"raw", sanitize_utf8(streamed.substr(0, 2000))}});
+    return unreplayable_rescue(streamed);
+  }
   auto rj = json::parse(rendered->body, nullptr, false);
   if (rendered->status != 200 || rj.is_discarded() || !rj.contains("prompt") || !rj["prompt"].is_string()) {
     return Error(fmt::format("rescue: the engine could not render the request ({})", rendered->status));

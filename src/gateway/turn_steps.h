@@ -112,7 +112,8 @@ class Turn {
   void end_stream_attempt(StreamState& s, const UpstreamResult<int>& result);
   void rescue_stream(StreamState& s);
   // turn_rescue.cc: the rejected generation replayed as a raw completion, parsed leniently.
-  Result<Rescue> rescue(const std::string& reason);
+  // `streamed`: the content the client already has (a stream), kept when nothing can be replayed.
+  Result<Rescue> rescue(const std::string& reason, const std::string& streamed = {});
   // 7. turn_commit.cc
   void commit(const ApiStatus& result);
   void account(const ApiStatus& result);

@@ -186,7 +186,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
 
 void Turn::rescue_stream(StreamState& s) {
   SendOutcome& out = s.out;
-  auto rescued = rescue(*s.parse_error);
+  auto rescued = rescue(*s.parse_error, out.reply.content());
   if (!rescued.ok()) {
     g_.metrics_.add("rescues_total{outcome=\"failed\"}");
     out.failure = ApiError{.status = 500,

@@ -296,6 +296,33 @@ TEST(TurnTest, AStreamedRescueReplacesTheHeldToolCallsWithKvgatesChunks) {
   EXPECT_TRUE(out.events.back().complete);
 }
 
+// A server that cannot render the request (no /apply-template) cannot replay it: the client
+// still gets an answer, what text it already has, marked raw, never the engine's 500.
+TEST(TurnTest, OutputThatCannotBeReplayedIsAnsweredRawNotWithA500) {
+  Fixture f;
+  f.upstream->set_renders(false);
+  f.upstream->push(ScriptedAnswer::output_parse_error());
+  auto whole = f.turn({{"messages", json::array({user("read a.txt")})}, {"tools", kReadTool}});
+  for (const auto& e : whole.of("fail")) ADD_FAILURE() << e.chunk.dump();
+  auto answers = whole.of("answer");
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].chunk["kvgate"]["raw"], true);
+  EXPECT_EQ(answers[0].chunk["choices"][0]["message"]["content"], "");
+  EXPECT_FALSE(answers[0].chunk.contains("usage"));  // nothing replayed: the engine's counts are not known
+
+  f.upstream->push(ScriptedAnswer::output_parse_error("Let me look."));
+  auto streamed = f.turn({{"messages", json::array({user("read b.txt")})}, {"tools", kReadTool}}, true);
+  EXPECT_EQ(streamed.of("fail").size(), 0u);
+  EXPECT_EQ(streamed.of("engine_error").size(), 0u);
+  EXPECT_EQ(streamed.streamed_content(), "Let me look.");
+  const auto ours = streamed.of("kvgate");
+  ASSERT_FALSE(ours.empty());
+  EXPECT_EQ(ours.back().chunk["choices"][0]["finish_reason"], "stop");
+  ASSERT_EQ(streamed.events.back().kind, "end");
+  EXPECT_TRUE(streamed.events.back().complete);
+  EXPECT_TRUE(f.upstream->calls("/completion").empty());
+}
+
 TEST(TurnTest, AStreamIsRelayedAsTheEngineSentItWithoutProgressOrUnaskedUsage) {
   Fixture f;
   auto out = f.turn({{"messages", json::array({user("hello")})}}, true);

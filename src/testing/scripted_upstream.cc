@@ -83,6 +83,11 @@ void ScriptedUpstream::push(ScriptedAnswer answer) {
   answers_.push_back(std::move(answer));
 }
 
+void ScriptedUpstream::set_renders(bool renders) {
+  std::lock_guard lock(mu_);
+  renders_ = renders;
+}
+
 void ScriptedUpstream::set_replay_text(std::string text) {
   std::lock_guard lock(mu_);
   replay_text_ = std::move(text);
@@ -199,14 +204,18 @@ UpstreamResult<UpstreamResponse> ScriptedUpstream::call(const std::string& metho
                                                         gateway::CancelScope*) {
   json request = json::parse(body, nullptr, false);
   if (request.is_discarded()) request = nullptr;
+  bool renders = true;
   {
     std::lock_guard lock(mu_);
     calls_.push_back({path, request});
+    renders = renders_;
   }
   if (method == "GET" && path == "/props") {
     return UpstreamResponse{200, util::json_text(json{{"default_generation_settings", {{"n_ctx", context_}}}}),
                             "application/json"};
   }
+  if (path == "/apply-template" && !renders)
+    return UpstreamResponse{404, R"({"error":"Not Found"})", "application/json"};
   if (path == "/apply-template") {
     return UpstreamResponse{200, util::json_text(json{{"prompt", render(request.value("messages", json::array()))}}),
                             "application/json"};

@@ -59,6 +59,8 @@ class ScriptedUpstream : public gateway::Upstream {
   void push(ScriptedAnswer answer);
   // The text a rescue's replay (/completion) generates.
   void set_replay_text(std::string text);
+  // Whether POST /apply-template is answered (false: 404, as a server without it answers).
+  void set_renders(bool renders);
 
   struct Call {
     std::string path;
@@ -90,6 +92,7 @@ class ScriptedUpstream : public gateway::Upstream {
   mutable std::mutex mu_;
   std::deque<ScriptedAnswer> answers_;     // guarded by mu_
   std::string replay_text_ = "plain text";  // guarded by mu_
+  bool renders_ = true;                     // guarded by mu_
   std::map<int, std::string> slot_prompt_;  // guarded by mu_: the last prompt per slot
   std::vector<Call> calls_;                // guarded by mu_
   uint64_t replies_ = 0;                   // guarded by mu_
