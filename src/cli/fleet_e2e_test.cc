@@ -9,6 +9,8 @@
 //    is the number of engines (see the test).
 //  - One engine SIGKILLed while turns run: no turn fails, its conversations are served by the
 //    others, and after it is started again it is routed to again.
+//  - One engine SIGKILLed while it computes a streamed request's prompt (the client has the
+//    stream's head): another engine finishes the request in the same stream.
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -302,6 +304,86 @@ TEST_F(FleetE2eTest, AnEngineKilledMidRunCostsNoTurnAndRejoinsAfterItsRestart) {
             std::string::npos)
       << metrics->status << " " << metrics->body.substr(0, 600);
   EXPECT_NE(metrics->body.find("kvgate_requests_total{upstream="), std::string::npos);
+}
+
+// The index of the engine whose slot is computing a prompt, stopped (SIGSTOP) as soon as it
+// is seen, so that its prefill lasts as long as the test needs; nullopt after `limit`.
+std::optional<size_t> stop_the_busy_engine(const std::vector<uint16_t>& ports,
+                                           std::vector<std::unique_ptr<util::Subprocess>>& engines,
+                                           std::chrono::seconds limit) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    for (size_t i = 0; i < ports.size(); ++i) {
+      httplib::Client engine("127.0.0.1", ports[i]);
+      engine.set_read_timeout(2, 0);
+      auto slots = engine.Get("/slots");
+      if (!slots || slots->status != 200) continue;
+      for (const json& slot : json::parse(slots->body, nullptr, false)) {
+        if (!slot.is_object() || !slot.value("is_processing", false)) continue;
+        engines[i]->signal_group(SIGSTOP);
+        return i;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return std::nullopt;
+}
+
+// The engine computing a streamed request's prompt dies while the client has only the
+// stream's head and keep-alives (the engine is stopped while it computes, then SIGKILLed once
+// the head is out): another engine serves the request in the same stream, which ends with
+// [DONE] and no error.
+TEST_F(FleetE2eTest, AStreamWhoseEngineIsKilledDuringItsPrefillIsFinishedByAnother) {
+  const uint16_t port = *util::pick_free_port();
+  testing::UpProcess serve(serve_args(port, "affinity"), {}, "serve");
+  ASSERT_TRUE(serve.wait_ready(std::chrono::seconds(180))) << serve.output();
+  bench::Rng rng(31);
+  const std::string task = bench::make_text(rng, bench::TextKind::kProse, 6000);
+  const json body = {{"messages", json::array({{{"role", "system"}, {"content", system_prompt()}},
+                                               {{"role", "user"}, {"content", task}}})},
+                     {"max_tokens", 8},
+                     {"stream", true}};
+  std::optional<size_t> victim;
+  std::thread stopper([&] { victim = stop_the_busy_engine(ports_, engines_, std::chrono::seconds(60)); });
+  std::string received;
+  bool killed = false, event_before_kill = false;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    received.append(data, n);
+    if (killed || event_before_kill) return true;
+    if (received.find("data:") != std::string::npos) {
+      event_before_kill = true;
+    } else if (stopper.joinable()) {
+      stopper.join();  // the head went out while the engine was stopped in its prefill
+      if (victim) engines_[*victim]->signal_group(SIGKILL);
+      killed = victim.has_value();
+    }
+    return true;
+  };
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(300, 0);
+  auto res = client.send(req);
+  if (stopper.joinable()) stopper.join();
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  ASSERT_TRUE(victim) << "no engine was seen computing the prompt";
+  ASSERT_FALSE(event_before_kill) << "an event came before the engine was killed: "
+                                  << received.substr(0, 600);
+  ASSERT_TRUE(killed) << received.substr(0, 400);
+  std::printf("[figures] engine %zu killed during the prefill; the stream: %zu bytes, %s\n", *victim,
+              received.size(),
+              received.find("data: [DONE]") != std::string::npos ? "ends with [DONE]" : "unfinished");
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(received.find("\"error\""), std::string::npos) << received.substr(0, 600);
+  EXPECT_NE(received.find("\"choices\""), std::string::npos) << received.substr(0, 600);
+  EXPECT_NE(received.find("data: [DONE]"), std::string::npos) << received.substr(0, 600);
+  const json status = get_json(client, "/kvgate/v1/status");
+  EXPECT_GE(status["upstreams"][*victim]["routing"].value("failovers", uint64_t{0}), 1u)
+      << status["upstreams"][*victim]["routing"].dump();
+  engines_[*victim]->stop();
 }
 
 }  // namespace

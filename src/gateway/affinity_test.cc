@@ -137,6 +137,65 @@ TEST(FleetWriters, AnEngineFailureIsHeldOnlyWhileAnotherEngineMayServe) {
   EXPECT_EQ(ok_client.held().body, "fine");
 }
 
+// A stream that carried only its head and keep-alives when its engine went away is continued
+// by the next engine: one head, the keep-alives, the next engine's events, no error.
+TEST(FleetWriters, AStreamWhoseEngineWentAwayBeforeItsFirstEventIsContinuedByTheNext) {
+  http::ResponseWriter nowhere(-1, false);
+  CapturedAnswer client(nowhere);
+  const std::string down =
+      R"(data: {"error":{"code":"engine_unavailable","message":"the engine is restarting","type":"server_error"}})"
+      "\n\n";
+  {
+    FailoverWriter first(client, true);
+    EXPECT_TRUE(first.begin_stream(200, {}));
+    EXPECT_TRUE(first.write(": kvgate: waiting for the engine\n\n"));
+    EXPECT_TRUE(first.write(down));
+    EXPECT_TRUE(first.end());
+    ASSERT_TRUE(first.held());
+    EXPECT_EQ(first.status(), 503);
+  }
+  {
+    FailoverWriter second(client, false);
+    EXPECT_TRUE(second.begin_stream(200, {}));
+    EXPECT_TRUE(second.write("data: {\"choices\":[]}\n\n"));
+    EXPECT_TRUE(second.write("data: [DONE]\n\n"));
+    EXPECT_TRUE(second.end());
+    EXPECT_FALSE(second.held());
+  }
+  EXPECT_EQ(client.status(), 200);
+  EXPECT_EQ(client.held().body,
+            ": kvgate: waiting for the engine\n\ndata: {\"choices\":[]}\n\ndata: [DONE]\n\n");
+
+  // Once an event went out, the engine's failure is the client's: relayed, not held.
+  CapturedAnswer begun(nowhere);
+  FailoverWriter late(begun, true);
+  late.begin_stream(200, {});
+  late.write("data: {\"choices\":[]}\n\n");
+  late.write(down);
+  EXPECT_FALSE(late.held());
+  EXPECT_NE(begun.held().body.find("engine_unavailable"), std::string::npos);
+
+  // An error that is about the request (not the engine) is the client's too.
+  CapturedAnswer refused(nowhere);
+  FailoverWriter too_long(refused, true);
+  too_long.begin_stream(200, {});
+  too_long.write(R"(data: {"error":{"code":"context_length_exceeded","message":"too long"}})"
+                 "\n\n");
+  EXPECT_FALSE(too_long.held());
+
+  // A whole answer from the next engine after the stream began ends the stream as an event.
+  CapturedAnswer continued(nowhere);
+  {
+    FailoverWriter first(continued, true);
+    first.begin_stream(200, {});
+    first.write(down);
+    ASSERT_TRUE(first.held());
+  }
+  FailoverWriter last(continued, false);
+  last.send(429, {}, R"({"error":{"code":"queue_full"}})");
+  EXPECT_EQ(continued.held().body, "data: {\"error\":{\"code\":\"queue_full\"}}\n\n");
+}
+
 TEST(FleetWriters, PrometheusTextsAreMergedByFamilyWithAnUpstreamLabel) {
   const std::string a =
       "# HELP kvgate_x Things.\n# TYPE kvgate_x counter\nkvgate_x{kind=\"k\"} 1\n"

@@ -1,8 +1,13 @@
 // The Fleet's (fleet.h) writers: what a member gateway answers, held back or captured.
 //
-//   FailoverWriter  passes everything to the client's writer, except a whole 502 or 503
-//                   answer (the engine could not be reached, nothing was sent yet), which it
-//                   holds when another engine may still serve the request.
+//   FailoverWriter  passes everything to the client's writer, except, when another engine may
+//                   still serve the request, an answer saying the engine could not be reached
+//                   before any of its answer was sent, which it holds: a whole 502 or 503, or
+//                   in a stream that carried nothing but SSE comments (the head and
+//                   keep-alives, sent while the engine computed the prompt) an error event
+//                   with the code engine_unavailable or upstream_error. The next engine's
+//                   answer then continues the client's stream: its head is not sent again, and
+//                   a whole answer is written as one event.
 //   CapturedAnswer  keeps the whole answer (for routes whose answers the Fleet gathers).
 //
 // merge_prometheus joins the members' Prometheus texts into one: each family once, with
@@ -25,19 +30,21 @@ struct HeldAnswer {
   int status = 0;
   http::HeaderList headers;
   std::string body;
-  void send_to(http::ResponseWriter& writer) const { writer.send(status, headers, body); }
+  bool event = false;  // `body` is an error event for a stream the client already has
+  void send_to(http::ResponseWriter& writer) const;
 };
 
 class FailoverWriter final : public http::ResponseWriter {
  public:
   FailoverWriter(http::ResponseWriter& client, bool may_hold)
-      : http::ResponseWriter(-1, false), client_(client), may_hold_(may_hold) {}
+      : http::ResponseWriter(-1, false),
+        client_(client),
+        may_hold_(may_hold),
+        continues_(client.answered()) {}
   bool send(int status, const http::HeaderList& headers, std::string_view body) override;
-  bool begin_stream(int status, const http::HeaderList& headers) override {
-    return client_.begin_stream(status, headers);
-  }
-  bool write(std::string_view data) override { return client_.write(data); }
-  bool end() override { return client_.end(); }
+  bool begin_stream(int status, const http::HeaderList& headers) override;
+  bool write(std::string_view data) override;
+  bool end() override { return held_ ? true : client_.end(); }
   bool client_gone() override { return client_.client_gone(); }
   bool answered() const override { return held_.has_value() || client_.answered(); }
   int status() const override { return held_ ? held_->status : client_.status(); }
@@ -48,6 +55,8 @@ class FailoverWriter final : public http::ResponseWriter {
  private:
   http::ResponseWriter& client_;
   const bool may_hold_;
+  const bool continues_;    // an earlier engine began the client's stream
+  bool data_sent_ = false;  // something other than SSE comments went to the client
   std::optional<HeldAnswer> held_;
 };
 
