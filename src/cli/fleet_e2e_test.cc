@@ -10,7 +10,8 @@
 //  - One engine SIGKILLed while turns run: no turn fails, its conversations are served by the
 //    others, and after it is started again it is routed to again.
 //  - One engine SIGKILLed while it computes a streamed request's prompt (the client has the
-//    stream's head): another engine finishes the request in the same stream.
+//    stream's head): another engine finishes the request in the same stream (chat
+//    completions, Anthropic Messages, Responses).
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -329,61 +330,111 @@ std::optional<size_t> stop_the_busy_engine(const std::vector<uint16_t>& ports,
   return std::nullopt;
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 // The engine computing a streamed request's prompt dies while the client has only the
-// stream's head and keep-alives (the engine is stopped while it computes, then SIGKILLed once
-// the head is out): another engine serves the request in the same stream, which ends with
-// [DONE] and no error.
-TEST_F(FleetE2eTest, AStreamWhoseEngineIsKilledDuringItsPrefillIsFinishedByAnother) {
-  const uint16_t port = *util::pick_free_port();
-  testing::UpProcess serve(serve_args(port, "affinity"), {}, "serve");
-  ASSERT_TRUE(serve.wait_ready(std::chrono::seconds(180))) << serve.output();
-  bench::Rng rng(31);
-  const std::string task = bench::make_text(rng, bench::TextKind::kProse, 6000);
+// stream's head, opening events and keep-alives (the engine is stopped while it computes,
+// then SIGKILLed once the head is out): another engine serves the request in the same stream.
+class StreamHandOnTest : public FleetE2eTest {
+ protected:
+  // The stream the client received for `body` POSTed to `path`, and whether all went as
+  // planned (an engine stopped in its prefill, killed before any event of the answer).
+  std::string stream_through_a_kill(const std::string& path, const json& body) {
+    const uint16_t port = *util::pick_free_port();
+    testing::UpProcess serve(serve_args(port, "affinity"), {}, "serve");
+    EXPECT_TRUE(serve.wait_ready(std::chrono::seconds(180))) << serve.output();
+    std::thread stopper([&] { victim_ = stop_the_busy_engine(ports_, engines_, std::chrono::seconds(60)); });
+    std::string received;
+    bool killed = false;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      received.append(data, n);
+      if (!killed && stopper.joinable()) {
+        stopper.join();  // the head went out while the engine was stopped in its prefill
+        if (victim_) engines_[*victim_]->signal_group(SIGKILL);
+        killed = victim_.has_value();
+        before_kill_ = received;
+      }
+      return true;
+    };
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(300, 0);
+    auto res = client.send(req);
+    if (stopper.joinable()) stopper.join();
+    EXPECT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_TRUE(killed) << "no engine was seen computing the prompt";
+    if (res) {
+      EXPECT_EQ(res->status, 200);
+    }
+    if (victim_) {
+      const json status = get_json(client, "/kvgate/v1/status");
+      failovers_ = status["upstreams"][*victim_]["routing"].value("failovers", uint64_t{0});
+      engines_[*victim_]->stop();
+    }
+    std::printf("[figures] %s: engine %s killed during the prefill after %zu bytes; the stream: %zu bytes\n",
+                path.c_str(), victim_ ? std::to_string(*victim_).c_str() : "none", before_kill_.size(),
+                received.size());
+    return received;
+  }
+
+  static std::string task() {
+    bench::Rng rng(31);
+    return bench::make_text(rng, bench::TextKind::kProse, 6000);  // seconds of prefill on one thread
+  }
+
+  std::optional<size_t> victim_;
+  std::string before_kill_;  // what the client had when the engine was killed
+  uint64_t failovers_ = 0;
+};
+
+TEST_F(StreamHandOnTest, AChatStreamIsFinishedByAnotherEngine) {
   const json body = {{"messages", json::array({{{"role", "system"}, {"content", system_prompt()}},
-                                               {{"role", "user"}, {"content", task}}})},
+                                               {{"role", "user"}, {"content", task()}}})},
                      {"max_tokens", 8},
                      {"stream", true}};
-  std::optional<size_t> victim;
-  std::thread stopper([&] { victim = stop_the_busy_engine(ports_, engines_, std::chrono::seconds(60)); });
-  std::string received;
-  bool killed = false, event_before_kill = false;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    received.append(data, n);
-    if (killed || event_before_kill) return true;
-    if (received.find("data:") != std::string::npos) {
-      event_before_kill = true;
-    } else if (stopper.joinable()) {
-      stopper.join();  // the head went out while the engine was stopped in its prefill
-      if (victim) engines_[*victim]->signal_group(SIGKILL);
-      killed = victim.has_value();
-    }
-    return true;
-  };
-  httplib::Client client("127.0.0.1", port);
-  client.set_read_timeout(300, 0);
-  auto res = client.send(req);
-  if (stopper.joinable()) stopper.join();
-  ASSERT_TRUE(res) << httplib::to_string(res.error());
-  ASSERT_TRUE(victim) << "no engine was seen computing the prompt";
-  ASSERT_FALSE(event_before_kill) << "an event came before the engine was killed: "
-                                  << received.substr(0, 600);
-  ASSERT_TRUE(killed) << received.substr(0, 400);
-  std::printf("[figures] engine %zu killed during the prefill; the stream: %zu bytes, %s\n", *victim,
-              received.size(),
-              received.find("data: [DONE]") != std::string::npos ? "ends with [DONE]" : "unfinished");
-  EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(received.find("\"error\""), std::string::npos) << received.substr(0, 600);
-  EXPECT_NE(received.find("\"choices\""), std::string::npos) << received.substr(0, 600);
-  EXPECT_NE(received.find("data: [DONE]"), std::string::npos) << received.substr(0, 600);
-  const json status = get_json(client, "/kvgate/v1/status");
-  EXPECT_GE(status["upstreams"][*victim]["routing"].value("failovers", uint64_t{0}), 1u)
-      << status["upstreams"][*victim]["routing"].dump();
-  engines_[*victim]->stop();
+  const std::string got = stream_through_a_kill("/v1/chat/completions", body);
+  EXPECT_EQ(before_kill_.find("data:"), std::string::npos) << before_kill_;  // head and keep-alives only
+  EXPECT_EQ(got.find("\"error\""), std::string::npos) << got.substr(0, 600);
+  EXPECT_NE(got.find("\"choices\""), std::string::npos) << got.substr(0, 600);
+  EXPECT_EQ(occurrences(got, "data: [DONE]"), 1u) << got.substr(0, 600);
+  EXPECT_GE(failovers_, 1u);
+}
+
+TEST_F(StreamHandOnTest, AnAnthropicMessagesStreamIsFinishedByAnotherEngine) {
+  const json body = {{"model", "kvgate"},
+                     {"max_tokens", 8},
+                     {"stream", true},
+                     {"system", system_prompt()},
+                     {"messages", json::array({{{"role", "user"}, {"content", task()}}})}};
+  const std::string got = stream_through_a_kill("/v1/messages", body);
+  EXPECT_EQ(got.find("event: error"), std::string::npos) << got.substr(0, 600);
+  EXPECT_EQ(occurrences(got, "event: message_start"), 1u) << got.substr(0, 600);
+  EXPECT_EQ(occurrences(got, "event: message_stop"), 1u) << got.substr(0, 600);
+  EXPECT_GE(failovers_, 1u);
+}
+
+TEST_F(StreamHandOnTest, AResponsesStreamIsFinishedByAnotherEngine) {
+  const json body = {{"model", "kvgate"},
+                     {"max_output_tokens", 16},
+                     {"stream", true},
+                     {"instructions", system_prompt()},
+                     {"input", task()}};
+  const std::string got = stream_through_a_kill("/v1/responses", body);
+  EXPECT_EQ(got.find("response.failed"), std::string::npos) << got.substr(0, 600);
+  EXPECT_EQ(occurrences(got, "event: response.created"), 1u) << got.substr(0, 600);
+  // The reply ends by max_output_tokens or by itself: one terminal event either way.
+  EXPECT_EQ(occurrences(got, "event: response.completed") + occurrences(got, "event: response.incomplete"),
+            1u)
+      << got.substr(got.size() > 600 ? got.size() - 600 : 0);
+  EXPECT_GE(failovers_, 1u);
 }
 
 }  // namespace

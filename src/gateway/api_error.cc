@@ -58,6 +58,10 @@ ApiError gateway_timeout(std::string message) {
   return {.status = 504, .type = "server_error", .message = std::move(message), .code = "upstream_timeout"};
 }
 
+bool engine_went_away(const ApiError& error) {
+  return error.code == "engine_unavailable" || error.code == "upstream_error";
+}
+
 ApiError bad_gateway(std::string message) {
   return {.status = 502, .type = "server_error", .message = std::move(message), .code = "upstream_error"};
 }

@@ -46,6 +46,9 @@ ApiError bad_gateway(std::string message);
 ApiError internal_error(std::string message);
 // 400 context_length_exceeded: the conversation cannot be brought within the engine's context.
 ApiError context_length_exceeded(std::string message);
+// The engine could not be reached or broke off (unavailable, bad_gateway): another engine may
+// serve the request.
+bool engine_went_away(const ApiError& error);
 
 template <typename T>
 using ApiResult = Result<T, ApiError>;

@@ -78,11 +78,20 @@ void ChatCompletionsAdapter::open_stream(CancelScope& cancel) {
 
 bool ChatCompletionsAdapter::begin_stream() { return relay_->begin(); }
 
-bool ChatCompletionsAdapter::engine_chunk(const json&, const std::string& raw) { return relay_->write(raw); }
+bool ChatCompletionsAdapter::engine_chunk(const json&, const std::string& raw) {
+  answered_ = true;
+  return relay_->write(raw);
+}
 
-bool ChatCompletionsAdapter::engine_error(const ApiError&, const std::string& raw) { return relay_->write(raw); }
+bool ChatCompletionsAdapter::engine_error(const ApiError&, const std::string& raw) {
+  answered_ = true;
+  return relay_->write(raw);
+}
 
-bool ChatCompletionsAdapter::kvgate_chunk(const json& chunk) { return relay_->write(data_event(chunk)); }
+bool ChatCompletionsAdapter::kvgate_chunk(const json& chunk) {
+  answered_ = true;
+  return relay_->write(data_event(chunk));
+}
 
 void ChatCompletionsAdapter::progress(std::string text) { relay_->set_progress(std::move(text)); }
 
@@ -100,8 +109,11 @@ void ChatCompletionsAdapter::answer(const json& response, std::string_view engin
 }
 
 void ChatCompletionsAdapter::fail(const ApiError& error) {
-  if (relay_ && relay_->started()) {
-    relay_->write(data_event(error.to_json()));
+  if (relay_ && (relay_->started() || writer_.continues_stream())) {
+    const std::string event = data_event(error.to_json());
+    // Only the head and keep-alives went out: another engine may answer in this stream.
+    if (!answered_ && engine_went_away(error) && writer_.hand_on(error.status, event)) return;
+    relay_->write(event);
     return;
   }
   if (relay_) relay_->finish();

@@ -60,6 +60,7 @@ class ChatCompletionsAdapter final : public TurnOutput {
   http::ResponseWriter& writer_;
   RelayOptions relay_options_;
   std::unique_ptr<StreamRelay> relay_;  // from open_stream()
+  bool answered_ = false;               // some of the answer proper (an event) went out
 };
 
 // The answer for an ApiError: its status, JSON content type and Retry-After when it has one.

@@ -13,7 +13,8 @@ void EventOutput::open_stream(CancelScope& cancel) {
 bool EventOutput::write(const std::vector<std::string>& events) {
   if (!started_) {
     started_ = true;
-    if (!write(start_events())) return false;
+    const std::vector<std::string> opening = start_events();
+    if (!writer_.continues_stream() && !write(opening)) return false;
   }
   for (const std::string& e : events) {
     if (!relay_->write(e)) return false;
@@ -23,14 +24,21 @@ bool EventOutput::write(const std::vector<std::string>& events) {
 
 bool EventOutput::begin_stream() { return relay_->begin() && write({}); }
 
-bool EventOutput::engine_chunk(const json& chunk, const std::string&) { return write(chunk_events(chunk)); }
+bool EventOutput::engine_chunk(const json& chunk, const std::string&) {
+  answered_ = true;
+  return write(chunk_events(chunk));
+}
 
 bool EventOutput::engine_error(const ApiError& error, const std::string&) {
+  answered_ = true;
   if (!engine_error_) engine_error_ = error;
   return !relay_->client_gone();
 }
 
-bool EventOutput::kvgate_chunk(const json& chunk) { return write(chunk_events(chunk)); }
+bool EventOutput::kvgate_chunk(const json& chunk) {
+  answered_ = true;
+  return write(chunk_events(chunk));
+}
 
 void EventOutput::progress(std::string text) { relay_->set_progress(std::move(text)); }
 
@@ -45,8 +53,14 @@ void EventOutput::end_stream(bool complete) {
 }
 
 void EventOutput::fail(const ApiError& error) {
-  if (relay_ && relay_->started()) {
-    if (!failed_) write(error_events(error));
+  if (relay_ && (relay_->started() || writer_.continues_stream())) {
+    if (!failed_) {
+      const std::vector<std::string> events = error_events(error);
+      std::string text;
+      for (const auto& e : events) text += e;
+      // Only the opening events and keep-alives went out: another engine may answer in this stream.
+      if (answered_ || !engine_went_away(error) || !writer_.hand_on(error.status, text)) write(events);
+    }
     failed_ = true;
     return;
   }

@@ -41,8 +41,9 @@ class EventOutput : public TurnOutput {
       : writer_(writer), relay_options_(std::move(relay)) {}
   ~EventOutput() override;
 
-  // The API's encoder: the events that open the stream, those one chat chunk gives, those
-  // that end a complete reply, those that report `error` after the stream began.
+  // The API's encoder: the events that open the stream (not written again when the writer
+  // continues a stream another engine began), those one chat chunk gives, those that end a
+  // complete reply, those that report `error` after the stream began.
   virtual std::vector<std::string> start_events() = 0;
   virtual std::vector<std::string> chunk_events(const nlohmann::json& chunk) = 0;
   virtual std::vector<std::string> finish_events() = 0;
@@ -58,6 +59,7 @@ class EventOutput : public TurnOutput {
   RelayOptions relay_options_;
   std::unique_ptr<StreamRelay> relay_;
   bool started_ = false;                  // start_events() written
+  bool answered_ = false;                 // events of the answer proper written
   bool failed_ = false;                   // error events written
   std::optional<ApiError> engine_error_;  // held until the stream ends
 };

@@ -1,35 +1,12 @@
 #include "gateway/fleet_writers.h"
 
 #include <map>
-#include <optional>
 
 namespace kvgate::gateway {
 
 namespace {
 
 bool engine_unreachable(int status) { return status == 502 || status == 503; }
-
-// Only SSE comment lines (": …"): a stream's keep-alives, no event.
-bool only_comments(std::string_view data) {
-  size_t at = 0;
-  while (at < data.size()) {
-    const size_t eol = data.find('\n', at);
-    const std::string_view line =
-        data.substr(at, eol == std::string_view::npos ? std::string_view::npos : eol - at);
-    if (!line.empty() && line.front() != ':') return false;
-    if (eol == std::string_view::npos) break;
-    at = eol + 1;
-  }
-  return true;
-}
-
-// An error event saying the engine could not be reached or broke (api_error.h's codes).
-std::optional<int> unreachable_event(std::string_view data) {
-  if (data.find("\"error\"") == std::string_view::npos) return std::nullopt;
-  if (data.find("\"code\":\"engine_unavailable\"") != std::string_view::npos) return 503;
-  if (data.find("\"code\":\"upstream_error\"") != std::string_view::npos) return 502;
-  return std::nullopt;
-}
 
 std::string as_event(std::string_view body) { return "data: " + std::string(body) + "\n\n"; }
 
@@ -58,17 +35,10 @@ bool FailoverWriter::begin_stream(int status, const http::HeaderList& headers) {
   return client_.begin_stream(status, headers);
 }
 
-bool FailoverWriter::write(std::string_view data) {
-  if (held_) return true;
-  if (!data_sent_ && may_hold_) {
-    if (only_comments(data)) return client_.write(data);
-    if (auto status = unreachable_event(data)) {
-      held_ = HeldAnswer{*status, {}, std::string(data), true};
-      return true;
-    }
-  }
-  data_sent_ = true;
-  return client_.write(data);
+bool FailoverWriter::hand_on(int status, std::string_view error_events) {
+  if (!may_hold_ || held_) return false;
+  held_ = HeldAnswer{status, {}, std::string(error_events), true};
+  return true;
 }
 
 bool CapturedAnswer::send(int status, const http::HeaderList& headers, std::string_view body) {

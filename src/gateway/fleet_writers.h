@@ -3,11 +3,10 @@
 //   FailoverWriter  passes everything to the client's writer, except, when another engine may
 //                   still serve the request, an answer saying the engine could not be reached
 //                   before any of its answer was sent, which it holds: a whole 502 or 503, or
-//                   in a stream that carried nothing but SSE comments (the head and
-//                   keep-alives, sent while the engine computed the prompt) an error event
-//                   with the code engine_unavailable or upstream_error. The next engine's
-//                   answer then continues the client's stream: its head is not sent again, and
-//                   a whole answer is written as one event.
+//                   a stream the member hands on (ResponseWriter::hand_on: only the head,
+//                   opening events and keep-alives went out). The next engine's answer then
+//                   continues the client's stream (continues_stream(): no second head or
+//                   opening events).
 //   CapturedAnswer  keeps the whole answer (for routes whose answers the Fleet gathers).
 //
 // merge_prometheus joins the members' Prometheus texts into one: each family once, with
@@ -43,8 +42,10 @@ class FailoverWriter final : public http::ResponseWriter {
         continues_(client.answered()) {}
   bool send(int status, const http::HeaderList& headers, std::string_view body) override;
   bool begin_stream(int status, const http::HeaderList& headers) override;
-  bool write(std::string_view data) override;
+  bool write(std::string_view data) override { return held_ ? true : client_.write(data); }
   bool end() override { return held_ ? true : client_.end(); }
+  bool continues_stream() const override { return continues_; }
+  bool hand_on(int status, std::string_view error_events) override;
   bool client_gone() override { return client_.client_gone(); }
   bool answered() const override { return held_.has_value() || client_.answered(); }
   int status() const override { return held_ ? held_->status : client_.status(); }
@@ -55,8 +56,7 @@ class FailoverWriter final : public http::ResponseWriter {
  private:
   http::ResponseWriter& client_;
   const bool may_hold_;
-  const bool continues_;    // an earlier engine began the client's stream
-  bool data_sent_ = false;  // something other than SSE comments went to the client
+  const bool continues_;  // an earlier engine began the client's stream
   std::optional<HeldAnswer> held_;
 };
 
