@@ -1,8 +1,12 @@
 #include "gateway/affinity.h"
 
+#include <condition_variable>
+#include <mutex>
+
 #include <gtest/gtest.h>
 
 #include "gateway/fleet_writers.h"
+#include "gateway/messages_api.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -135,6 +139,91 @@ TEST(FleetWriters, AnEngineFailureIsHeldOnlyWhileAnotherEngineMayServe) {
   ok.send(200, {}, "fine");
   EXPECT_FALSE(ok.held());
   EXPECT_EQ(ok_client.held().body, "fine");
+}
+
+// The client's side of a stream: what it was given, safe to read while a relay's keep-alive
+// thread writes.
+class Recorder final : public http::ResponseWriter {
+ public:
+  Recorder() : http::ResponseWriter(-1, false) {}
+  bool send(int status, const http::HeaderList&, std::string_view body) override {
+    return take(status, body);
+  }
+  bool begin_stream(int status, const http::HeaderList&) override { return take(status, ""); }
+  bool write(std::string_view data) override { return take(0, data); }
+  bool end() override { return true; }
+  bool client_gone() override { return false; }
+  bool answered() const override {
+    std::lock_guard lock(mu_);
+    return status_ != 0;
+  }
+  int status() const override {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+  bool wait_for(std::string_view what) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10),
+                        [&] { return text_.find(what) != std::string::npos; });
+  }
+  std::string text() const {
+    std::lock_guard lock(mu_);
+    return text_;
+  }
+
+ private:
+  bool take(int status, std::string_view data) {
+    std::lock_guard lock(mu_);
+    if (status != 0) status_ = status;
+    text_.append(data);
+    cv_.notify_all();
+    return true;
+  }
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int status_ = 0;
+  std::string text_;
+};
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// A keep-alive (a ping, for Messages) may begin the stream before its opening events: the
+// member that hands the request on writes them first, since the one that continues writes
+// none. One message_start, before the next engine's content; no error.
+TEST(FleetWriters, AMessagesStreamHandedOnAfterAKeepAliveOpensOnce) {
+  Recorder client;
+  {
+    FailoverWriter first(client, true);
+    MessagesAdapter out(
+        first, {.head_grace = std::chrono::milliseconds(0), .keepalive = std::chrono::milliseconds(1)}, "m");
+    CancelScope cancel;
+    out.open_stream(cancel);
+    ASSERT_TRUE(client.wait_for("event: ping")) << client.text();
+    out.fail(unavailable("the engine went away", 1));
+    EXPECT_TRUE(first.held());
+  }
+  ASSERT_EQ(client.text().rfind("event: ping", 0), 0u) << client.text();
+  {
+    FailoverWriter second(client, false);
+    MessagesAdapter out(second, {}, "m");
+    CancelScope cancel;
+    out.open_stream(cancel);
+    ASSERT_TRUE(out.begin_stream());
+    out.engine_chunk({{"id", "c"}, {"choices", {{{"index", 0}, {"delta", {{"content", "hello"}}}}}}}, "");
+    out.engine_chunk(
+        {{"id", "c"}, {"choices", {{{"index", 0}, {"delta", json::object()}, {"finish_reason", "stop"}}}}},
+        "");
+    out.end_stream(true);
+  }
+  const std::string got = client.text();
+  EXPECT_EQ(occurrences(got, "event: message_start"), 1u) << got;
+  EXPECT_LT(got.find("event: message_start"), got.find("event: content_block_start")) << got;
+  EXPECT_EQ(occurrences(got, "event: message_stop"), 1u) << got;
+  EXPECT_EQ(got.find("event: error"), std::string::npos) << got;
 }
 
 // A stream handed on (only its head and keep-alives went out) is continued by the next

@@ -52,14 +52,20 @@ void EventOutput::end_stream(bool complete) {
   relay_->finish();
 }
 
+bool EventOutput::hand_on(int status, const std::vector<std::string>& error_events) {
+  // The opening events go out first: a keep-alive may have begun the stream before them, and
+  // the member that continues it writes none.
+  if (!write({})) return false;
+  std::string text;
+  for (const std::string& e : error_events) text += e;
+  return writer_.hand_on(status, text);
+}
+
 void EventOutput::fail(const ApiError& error) {
   if (relay_ && (relay_->started() || writer_.continues_stream())) {
     if (!failed_) {
       const std::vector<std::string> events = error_events(error);
-      std::string text;
-      for (const auto& e : events) text += e;
-      // Only the opening events and keep-alives went out: another engine may answer in this stream.
-      if (answered_ || !engine_went_away(error) || !writer_.hand_on(error.status, text)) write(events);
+      if (answered_ || !engine_went_away(error) || !hand_on(error.status, events)) write(events);
     }
     failed_ = true;
     return;

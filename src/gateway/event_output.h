@@ -55,6 +55,9 @@ class EventOutput : public TurnOutput {
 
  private:
   bool write(const std::vector<std::string>& events);
+  // Only the opening events and keep-alives went out when the engine went away: the request
+  // is handed to another engine, which answers in this stream (ResponseWriter::hand_on).
+  bool hand_on(int status, const std::vector<std::string>& error_events);
 
   RelayOptions relay_options_;
   std::unique_ptr<StreamRelay> relay_;
