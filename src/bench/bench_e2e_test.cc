@@ -14,6 +14,7 @@
 #include "bench/replay.h"
 #include "gguf/synth.h"
 #include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 #include "util/log.h"
 
 namespace kvgate::bench {
@@ -54,7 +55,8 @@ class BenchE2eTest : public ::testing::Test {
   static fs::path model() { return model_->path(); }
   static fs::path out(const std::string& name) { return *dir_ / name; }
   static std::unique_ptr<LocalEngine> engine(uint64_t context) {
-    auto e = LocalEngine::start({.model = model(), .context = context, .extra_args = {"-t", "2"}});
+    auto e = LocalEngine::start(
+        {.model = model(), .context = context, .extra_args = {"-t", testing::engine_threads()}});
     EXPECT_TRUE(e.ok()) << e.error().message();
     return e.ok() ? std::move(*e) : nullptr;
   }
@@ -129,7 +131,7 @@ TEST_F(BenchE2eTest, ReplayDirectVsGatewayOnASmallContext) {
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   constexpr uint64_t kContext = 4096;
   ReplayOptions o;
-  o.engine = {.model = model(), .context = kContext, .extra_args = {"-t", "2"}};
+  o.engine = {.model = model(), .context = kContext, .extra_args = {"-t", testing::engine_threads()}};
   o.max_tokens = 4;
   o.plain_words = true;
   o.gateway.compaction_options.summary_max_tokens = 64;

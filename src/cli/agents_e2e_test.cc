@@ -11,20 +11,19 @@
 // random-weight answers end after a few tokens. Skipped with a message when
 // tests/agents/node_modules is absent (npm install --prefix tests/agents, scripts/setup.sh
 // --test) or when kvgate has no route for the CLI's API yet.
-#include <gtest/gtest.h>
-
 #include <cctype>
-#include <unistd.h>
-
 #include <chrono>
 #include <fstream>
 #include <regex>
 #include <thread>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 #include "testing/gateway_e2e.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
@@ -197,8 +196,9 @@ TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEn
   auto port = util::pick_free_port();
   ASSERT_TRUE(port.ok());
   auto up = std::make_unique<testing::UpProcess>(std::vector<std::string>{
-      model->path().string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx", "32768", "--threads", "2",
-      "--server", wrapper.string(), "--log-dir", (dir_ / "logs").string(), "--state-dir", (dir_ / "state").string()});
+      model->path().string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx", "32768", "--threads",
+      testing::engine_threads(), "--server", wrapper.string(), "--log-dir", (dir_ / "logs").string(),
+      "--state-dir", (dir_ / "state").string()});
   ASSERT_TRUE(up->wait_ready()) << up->output();
   {
     httplib::Client c("127.0.0.1", *port);

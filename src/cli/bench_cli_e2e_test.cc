@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "testing/engines_under_test.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -64,7 +65,8 @@ class BenchCliE2eTest : public ::testing::Test {
 TEST_F(BenchCliE2eTest, Prefill) {
   const auto out = dir_ / "prefill";
   const Ran r = kvgate({"bench", "prefill", "--model", model_, "--ctx", "256,512", "--reps", "1",
-                        "--cache-check-tokens", "128", "--engine-args", "-t 2", "--out", out.string()});
+                        "--cache-check-tokens", "128", "--engine-args", "-t " + testing::engine_threads(),
+                        "--out", out.string()});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("second-turn cache check: pass"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("safe cap"), std::string::npos) << r.output;
@@ -79,9 +81,9 @@ TEST_F(BenchCliE2eTest, Prefill) {
 TEST_F(BenchCliE2eTest, Replay) {
   const auto out = dir_ / "replay";
   const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/agent-zh-reasoning.jsonl";
-  const Ran r =
-      kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "8k", "--turns", "3", "--plain-words",
-              "--max-tokens", "4", "--live", "--engine-args", "-t 2", "--out", out.string()});
+  const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "8k", "--turns", "3",
+                        "--plain-words", "--max-tokens", "4", "--live", "--engine-args",
+                        "-t " + testing::engine_threads(), "--out", out.string()});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("replay of agent-zh-reasoning (3 turns, context 8192, live)"), std::string::npos)
       << r.output;
@@ -105,7 +107,7 @@ TEST_F(BenchCliE2eTest, ReplayWithRestarts) {
   const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/agent-zh-reasoning.jsonl";
   const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "16k", "--turns", "5",
                         "--restart-every", "2", "--plain-words", "--max-tokens", "4", "--live",
-                        "--engine-args", "-t 2", "--out", out.string()});
+                        "--engine-args", "-t " + testing::engine_threads(), "--out", out.string()});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("started again after every 2 turns, before turns 3, 5"), std::string::npos)
       << r.output;
@@ -138,10 +140,17 @@ TEST_F(BenchCliE2eTest, ReplayWithRestarts) {
 
 TEST_F(BenchCliE2eTest, Overhead) {
   const auto out = dir_ / "overhead";
-  const Ran r = kvgate({"bench",           "overhead",   "--model",       model_,  "--reps",        "3",
-                        "--warmup",        "1",          "--large-bytes", "16KiB", "--large-reps",  "2",
-                        "--stream-tokens", "4",          "--stream-reps", "1",     "--engine-args", "-t 2",
-                        "--out",           out.string(), "--json"});
+  const Ran r = kvgate({"bench",           "overhead",
+                        "--model",         model_,
+                        "--reps",          "3",
+                        "--warmup",        "1",
+                        "--large-bytes",   "16KiB",
+                        "--large-reps",    "2",
+                        "--stream-tokens", "4",
+                        "--stream-reps",   "1",
+                        "--engine-args",   "-t " + testing::engine_threads(),
+                        "--out",           out.string(),
+                        "--json"});
   ASSERT_EQ(r.code, 0) << r.output;
   const json j = json::parse(r.output.substr(r.output.find('{')));
   EXPECT_EQ(j["cases"].size(), 3U);

@@ -29,6 +29,7 @@
 #include "engine/pinned.h"
 #include "gguf/synth.h"
 #include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
@@ -150,7 +151,7 @@ class FleetE2eTest : public ::testing::Test {
                                      "--jinja",
                                      "--metrics",
                                      "-t",
-                                     "1",
+                                     testing::engine_threads(),
                                      "--host",
                                      "127.0.0.1",
                                      "--port",

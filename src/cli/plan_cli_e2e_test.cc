@@ -3,20 +3,19 @@
 // exactly the KV and recurrent-state MiB the JSON states; `kvgate doctor` on that log with
 // the same options finds nothing, and names the difference when the server is started
 // differently.
-#include <gtest/gtest.h>
-
-#include <signal.h>
-
 #include <fstream>
 #include <mutex>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <signal.h>
 
 #include "engine/pinned.h"
 #include "engine/server_process.h"
 #include "engine/startup_log.h"
 #include "testing/engine_e2e.h"
+#include "testing/engines_under_test.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -50,7 +49,7 @@ Ran kvgate(std::vector<std::string> args) {
 std::vector<std::string> run_command(const json& command) {
   std::vector<std::string> args;
   for (size_t i = 1; i < command.size(); ++i) args.push_back(command[i]);
-  args.insert(args.end(), {"-t", "2", "--no-warmup"});
+  args.insert(args.end(), {"-t", testing::engine_threads(), "--no-warmup"});
   auto binary = engine::resolve_server();
   EXPECT_TRUE(binary.ok());
   auto server = engine::ServerProcess::start({.binary = *binary, .args = args});

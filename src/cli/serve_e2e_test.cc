@@ -20,6 +20,7 @@
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "plan/chat_template.h"
+#include "testing/engines_under_test.h"
 #include "testing/filtering_proxy.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
@@ -107,7 +108,7 @@ class ServeE2eTest : public ::testing::Test {
                                      "--no-context-shift",
                                      "--jinja",
                                      "-t",
-                                     "2",
+                                     testing::engine_threads(),
                                      "--host",
                                      "127.0.0.1",
                                      "--port",
@@ -165,7 +166,8 @@ TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
   ReplayFigures via_up;
   {
     testing::UpProcess up({model_.string(), "--listen", fmt::format("127.0.0.1:{}", up_port), "--ctx", "8192",
-                           "--threads", "2", "--state-dir", "none", "--log-dir", (dir_ / "logs").string()});
+                           "--threads", testing::engine_threads(), "--state-dir", "none", "--log-dir",
+                           (dir_ / "logs").string()});
     ASSERT_TRUE(up.wait_ready()) << up.output();
     via_up = replay(up_port, *trace);
   }

@@ -22,6 +22,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engines_under_test.h"
 #include "testing/eventually.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
@@ -90,9 +91,10 @@ class StatusPageE2eTest : public ::testing::Test {
     auto port = util::pick_free_port();
     ASSERT_TRUE(port.ok());
     port_ = *port;
-    up_ = new testing::UpProcess({model.string(), "--listen", fmt::format("127.0.0.1:{}", port_), "--ctx", "8192",
-                                  "--threads", "2", "--api-key", kKey, "--state-dir", "none", "--log-dir",
-                                  (dir_ / "logs").string(), "--prefill-report", prefill_fixture()});
+    up_ = new testing::UpProcess({model.string(), "--listen", fmt::format("127.0.0.1:{}", port_), "--ctx",
+                                  "8192", "--threads", testing::engine_threads(), "--api-key", kKey,
+                                  "--state-dir", "none", "--log-dir", (dir_ / "logs").string(),
+                                  "--prefill-report", prefill_fixture()});
     ASSERT_TRUE(up_->wait_ready()) << up_->output();
   }
   static void TearDownTestSuite() {

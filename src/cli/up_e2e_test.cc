@@ -121,17 +121,10 @@ class UpE2eTest : public ::testing::Test {
   }
 
   std::vector<std::string> args(const fs::path& model, uint16_t port, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{model.string(),
-                               "--listen",
-                               fmt::format("127.0.0.1:{}", port),
-                               "--ctx",
-                               "2048",
-                               "--threads",
-                               "2",
-                               "--health-interval",
-                               "1s",
-                               "--log-dir",
-                               (dir_ / "logs").string()};
+    std::vector<std::string> a{
+        model.string(), "--listen",  fmt::format("127.0.0.1:{}", port), "--ctx",
+        "2048",         "--threads", testing::engine_threads(),         "--health-interval",
+        "1s",           "--log-dir", (dir_ / "logs").string()};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }

@@ -2,18 +2,18 @@
 // the real pinned engine: a conversation grown past 12K tokens, then the engine SIGKILLed
 // (the supervisor starts a new one) and kvgate itself SIGKILLed and started again. With the
 // state saved the next turn is restored instead of prefilled; with --kv-disk 0 it is not.
-#include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <random>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engines_under_test.h"
 #include "testing/eventually.h"
 #include "testing/gateway_e2e.h"
 #include "testing/up_test_support.h"
@@ -62,11 +62,21 @@ class UpKvStateTest : public ::testing::Test {
   }
 
   void start(const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {model_.string(),  "--listen",     fmt::format("127.0.0.1:{}", port_),
-                                  "--ctx",          "32768",        "--threads",
-                                  "2",              "--cache-ram",  "0",
-                                  "--backoff",      "200ms",        "--log-dir",
-                                  (dir_ / "logs").string(), "--state-dir", (dir_ / "state").string()};
+    std::vector<std::string> a = {model_.string(),
+                                  "--listen",
+                                  fmt::format("127.0.0.1:{}", port_),
+                                  "--ctx",
+                                  "32768",
+                                  "--threads",
+                                  testing::engine_threads(),
+                                  "--cache-ram",
+                                  "0",
+                                  "--backoff",
+                                  "200ms",
+                                  "--log-dir",
+                                  (dir_ / "logs").string(),
+                                  "--state-dir",
+                                  (dir_ / "state").string()};
     a.insert(a.end(), extra.begin(), extra.end());
     up_ = std::make_unique<UpProcess>(a);
     turns_ = 0;

@@ -20,6 +20,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engines_under_test.h"
 #include "testing/fault_support.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
@@ -197,8 +198,8 @@ TEST(UpLoadTest, ManyConversationsOnFewSlotsForMinutes) {
   auto port = util::pick_free_port();
   ASSERT_TRUE(port.ok());
   testing::UpProcess up({(dir / "m.gguf").string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx",
-                         "8192", "--parallel", std::to_string(kSlots), "--threads", "2", "--max-queue",
-                         std::to_string(kQueue), "--queue-timeout", "20s", "--log-dir",
+                         "8192", "--parallel", std::to_string(kSlots), "--threads", testing::engine_threads(),
+                         "--max-queue", std::to_string(kQueue), "--queue-timeout", "20s", "--log-dir",
                          (dir / "logs").string(), "--state-dir", (dir / "state").string()});
   ASSERT_TRUE(up.wait_ready()) << up.output();
   const json bias = plain_words_bias(*port);

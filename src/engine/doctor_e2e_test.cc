@@ -24,8 +24,8 @@ struct LiveResult {
   StartupFacts facts;
 };
 
-// Starts `engine` on `model` with -t 2 --no-warmup (mainline: -fit off; ik: --log-disable)
-// and `args`.
+// Starts `engine` on `model` with one thread (testing::kEngineThreads) and --no-warmup (mainline: -fit off;
+// ik: --log-disable) and `args`.
 LiveResult run_live(const testing::EngineUnderTest& engine, const std::filesystem::path& model,
                     std::optional<Expectation> expected, const std::vector<std::string>& args) {
   LiveResult out;
@@ -34,7 +34,7 @@ LiveResult run_live(const testing::EngineUnderTest& engine, const std::filesyste
   if (!binary.ok()) return out;
   std::mutex mu;
   StartupVerifier verifier(std::move(expected));
-  std::vector<std::string> argv = {"-m", model.string(), "-t", "2", "--no-warmup"};
+  std::vector<std::string> argv = {"-m", model.string(), "-t", testing::engine_threads(), "--no-warmup"};
   if (engine.fork == plan::Fork::kMainline) argv.insert(argv.end(), {"-fit", "off"});
   if (engine.fork == plan::Fork::kIk) argv.push_back("--log-disable");  // no llama.log in the cwd
   argv.insert(argv.end(), args.begin(), args.end());

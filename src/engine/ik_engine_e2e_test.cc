@@ -55,7 +55,7 @@ class IkEngineE2eTest : public ::testing::Test {
   std::vector<std::string> args(const std::vector<std::string>& flags) const {
     std::vector<std::string> a = {"-m", model_->path().string(), "-c", "4096", "-np", "1"};
     a.insert(a.end(), {"-ctk", "f16", "-ctv", "f16", "-fa", "auto", "--context-shift", "off"});
-    a.insert(a.end(), {"-t", "2", "--log-disable"});
+    a.insert(a.end(), {"-t", testing::engine_threads(), "--log-disable"});
     a.insert(a.end(), flags.begin(), flags.end());
     return a;
   }

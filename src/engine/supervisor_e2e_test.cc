@@ -20,6 +20,7 @@
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
+#include "testing/engines_under_test.h"
 
 namespace kvgate::engine {
 namespace {
@@ -66,7 +67,7 @@ class SupervisorE2eTest : public ::testing::Test {
     caps_ = probed->caps;
     settings_.model_path = model_.string();
     settings_.ctx = 2048;
-    settings_.threads = 2;
+    settings_.threads = testing::kEngineThreads;
     settings_.api_key = "test-key-" + std::to_string(::getpid());
   }
   void TearDown() override { fs::remove_all(dir_); }

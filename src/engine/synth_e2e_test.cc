@@ -1,20 +1,20 @@
 // End to end: every architecture `kvgate synth` writes is loaded and served by the real
 // pinned llama-server, and our GGUF reader agrees with the engine's own account of the
 // metadata (its `print_info:` lines at -lv 4).
-#include <gtest/gtest.h>
-#include <httplib.h>
-
 #include <cmath>
 #include <map>
 #include <regex>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/pinned.h"
 #include "engine/server_process.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/engines_under_test.h"
 
 namespace kvgate::engine {
 namespace {
@@ -86,8 +86,9 @@ TEST_P(SynthE2eTest, EngineLoadsServesAndAgreesOnMetadata) {
   auto file = gguf::File::open(path);
   ASSERT_TRUE(file.ok()) << file.error().message();
 
-  auto server = ServerProcess::start({.binary = *server_bin,
-                                      .args = {"-m", path.string(), "-c", "2048", "-np", "1", "-lv", "4", "-t", "2"}});
+  auto server = ServerProcess::start(
+      {.binary = *server_bin,
+       .args = {"-m", path.string(), "-c", "2048", "-np", "1", "-lv", "4", "-t", testing::engine_threads()}});
   ASSERT_TRUE(server.ok()) << server.error().message();
   auto ready = (*server)->wait_ready(std::chrono::seconds(60));
   ASSERT_TRUE(ready.ok()) << ready.error().message();

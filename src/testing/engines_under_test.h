@@ -26,6 +26,14 @@ inline std::optional<std::filesystem::path> ik_server_under_test() {
   return std::filesystem::path(env);
 }
 
+// The CPU threads of every engine a test starts (-t, kvgate's --threads). One: the suite runs
+// tests side by side (ctest -j $(nproc)), and engines whose threads together outnumber the
+// cores wait at ggml's spinning barriers for threads that are not running. Two tests of two
+// engine threads each on two cores took 110 s each for a 337-token reply that took 2-3 s with
+// one thread each (ReplyEndE2eTest.AReplyThatFillsTheContextEndsByLength, both forks at once).
+inline constexpr int kEngineThreads = 1;
+inline std::string engine_threads() { return std::to_string(kEngineThreads); }
+
 // A gtest parameter name for a fork ("mainline", "ik").
 inline std::string fork_param_name(plan::Fork fork) { return plan::fork_name(fork); }
 

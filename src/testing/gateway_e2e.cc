@@ -24,7 +24,7 @@ std::unique_ptr<Engine> Engine::start(const EngineOptions& options) {
   std::unique_ptr<Engine> e(new Engine());
   e->fork_ = options.fork;
   e->model_ = std::make_unique<TempModel>(std::move(*model));
-  std::vector<std::string> args = {"-t", "2"};
+  std::vector<std::string> args = {"-t", engine_threads()};
   // --log-disable: ik would also write ./llama.log wherever the test runs.
   if (options.fork == plan::Fork::kIk) args.insert(args.end(), {"--jinja", "--context-shift", "off", "--log-disable"});
   if (options.stable_template) {

@@ -1,19 +1,19 @@
 #include "testing/up_faults.h"
 
-#include <signal.h>
-#include <sqlite3.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "session/session_store.h"
+#include "testing/engines_under_test.h"
 #include "testing/eventually.h"
 #include "util/net.h"
 
@@ -77,7 +77,7 @@ std::vector<std::string> UpFaultsTest::args(const fs::path& model, std::vector<s
   const std::vector<std::pair<std::string, std::string>> base = {
       {"--listen", fmt::format("127.0.0.1:{}", port_)},
       {"--ctx", "4096"},
-      {"--threads", "2"},
+      {"--threads", engine_threads()},
       {"--health-interval", "500ms"},
       {"--probe-timeout", "2s"},
       {"--zombie-after", "2"},
