@@ -10,7 +10,8 @@
 # Every step writes its CSV, JSON and SVG files into its own folder under OUT_DIR and its
 # summary to OUT_DIR/STEP.txt and OUT_DIR/summary.txt; scripts/benchmarks_doc.py then writes
 # the summaries, tables and charts into docs/BENCHMARKS.md. Steps can be chosen with KVGATE_BENCH_STEPS (a list of
-# prefill, replay, overhead, clients; default all). Client seeds: KVGATE_CLIENT_SEEDS (default 1). Engine threads: KVGATE_BENCH_THREADS (default
+# prefill, replay, overhead, clients; default all). Client seeds: KVGATE_CLIENT_SEEDS (default 1); client runs:
+# KVGATE_CLIENT_RUNS (default "16k 16k-plain 32k 32k-plain"; the table keeps the rows of runs left out). Engine threads: KVGATE_BENCH_THREADS (default
 # nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ BUILD=${1:-build}
 OUT=${2:-$BUILD/benchmarks}
 STEPS=${KVGATE_BENCH_STEPS:-prefill replay overhead clients}
 SEEDS=${KVGATE_CLIENT_SEEDS:-1}
+CLIENT_RUNS=${KVGATE_CLIENT_RUNS:-16k 16k-plain 32k 32k-plain}
 THREADS=${KVGATE_BENCH_THREADS:-$(nproc)}
 KVGATE="$BUILD/src/cli/kvgate"
 TRACES=../shared/traces
@@ -59,12 +61,13 @@ for step in $STEPS; do
         --reps 200 --large-bytes 1MiB --large-reps 30 --stream-tokens 64 --stream-reps 20 --out "$OUT/overhead"
       ;;
     clients)
-      for ctx in 16k 32k; do
-        for words in "" --plain-words; do
-          run "clients-$ctx${words:+-plain}" bench clients --model "$OUT/models/tiny-qwen3.gguf" \
-            --engine-args "$ENGINE_ARGS" --ctx "$ctx" --behaviours all --seeds "$SEEDS" --turns 30 $words \
-            --out "$OUT/clients-$ctx${words:+-plain}"
-        done
+      for client_run in $CLIENT_RUNS; do
+        ctx=${client_run%%-*}
+        words=""
+        [[ "$client_run" == *-plain ]] && words=--plain-words
+        run "clients-$client_run" bench clients --model "$OUT/models/tiny-qwen3.gguf" \
+          --engine-args "$ENGINE_ARGS" --ctx "$ctx" --behaviours all --seeds "$SEEDS" --turns 30 $words \
+          --out "$OUT/clients-$client_run"
       done
       ;;
     *) log "unknown step '$step' (prefill, replay, overhead, clients)"; exit 2 ;;

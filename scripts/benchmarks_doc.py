@@ -9,7 +9,7 @@ Between the markers <!-- BEGIN name --> ... <!-- END name --> the text is replac
   replay-table: both replays side by side (from OUT_DIR/replay-*/replay.json);
   summaries: every compaction's summary request, the engine's own cache figures;
   clients: the client family at 16K and 32K, with and without plain words (from
-      OUT_DIR/clients-*/clients.json).
+      OUT_DIR/clients-*/clients.json; a run not in OUT_DIR keeps its rows).
 A section whose files are missing keeps its previous content. The SVG charts are copied to
 docs/benchmarks/.
 """
@@ -76,16 +76,29 @@ def summaries_table(reports):
 CLIENT_RUNS = [("16k", ""), ("16k", "-plain"), ("32k", ""), ("32k", "-plain")]
 
 
-def clients_table(reports):
+def table_rows(doc, name):
+    """The rows of the table between the markers of `name` (header and rule left out)."""
+    m = re.search(rf"<!-- BEGIN {re.escape(name)} -->\n(.*?)\n<!-- END {re.escape(name)} -->", doc, re.S)
+    lines = m.group(1).splitlines() if m else []
+    return [l for l in lines[2:] if l.startswith("|")]
+
+
+def clients_table(reports, previous_rows):
     """One row per behaviour and context: failed turns, compactions (bound), computed ÷ sent by
     the engine's counters and prefilled ÷ prompt from the answers, the ideal gateway's ratio on
     the same turns and the steady formula, sessions per conversation — without and with
-    plain words."""
+    plain words. A run (context, words) with no report keeps its rows from `previous_rows`."""
     head = ("| behaviour | context | words | failed | compactions (bound) | engine computed ÷ sent | "
             "prefilled ÷ prompt (answers) | ideal gateway | 2·H·g/((H−L)(H+L)) | sessions / conversations | "
             "violations |")
     rows = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (ctx, plain), report in reports.items():
+    for ctx, plain in CLIENT_RUNS:
+        report = reports.get((ctx, plain))
+        if report is None:
+            words = "plain" if plain else "any"
+            rows += [r for r in previous_rows
+                     if [c.strip() for c in r.split("|")[2:4]] == [ctx.upper(), words]]
+            continue
         for run in report["runs"]:
             if run["path"] != "gateway":
                 continue
@@ -120,7 +133,7 @@ def main():
     clients = {(ctx, plain): json.loads((out / f"clients-{ctx}{plain}/clients.json").read_text())
                for ctx, plain in CLIENT_RUNS if (out / f"clients-{ctx}{plain}/clients.json").exists()}
     if clients:
-        doc = replace(doc, "clients", clients_table(clients))
+        doc = replace(doc, "clients", clients_table(clients, table_rows(doc, "clients")))
     doc_path.write_text(doc)
     print(f"{doc_path}: updated from {out}")
 
