@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gateway/chat_completions.h"
 #include "gateway/fleet_writers.h"
 #include "gateway/messages_api.h"
 
@@ -224,6 +225,40 @@ TEST(FleetWriters, AMessagesStreamHandedOnAfterAKeepAliveOpensOnce) {
   EXPECT_LT(got.find("event: message_start"), got.find("event: content_block_start")) << got;
   EXPECT_EQ(occurrences(got, "event: message_stop"), 1u) << got;
   EXPECT_EQ(got.find("event: error"), std::string::npos) << got;
+}
+
+// What the member keeps for its client: an engine error after part of the answer went out
+// (what was sent cannot be taken back), and an error about the request, not the engine. Both
+// are written in the client's stream, not handed on; for chat completions and Messages alike.
+TEST(FleetWriters, AnErrorAfterTheAnswerBeganOrAboutTheRequestIsTheClients) {
+  const json chunk = {{"id", "c"}, {"choices", {{{"index", 0}, {"delta", {{"content", "hello"}}}}}}};
+  for (const bool messages : {false, true}) {
+    for (const bool began : {true, false}) {
+      SCOPED_TRACE(std::string(messages ? "messages" : "chat") +
+                   (began ? ", answer begun" : ", request error"));
+      Recorder client;
+      FailoverWriter first(client, true);
+      {
+        std::unique_ptr<TurnOutput> out;
+        if (messages) {
+          out = std::make_unique<MessagesAdapter>(first, RelayOptions{}, "m");
+        } else {
+          out = std::make_unique<ChatCompletionsAdapter>(first, RelayOptions{});
+        }
+        CancelScope cancel;
+        out->open_stream(cancel);
+        ASSERT_TRUE(out->begin_stream());
+        if (began) out->engine_chunk(chunk, "data: " + chunk.dump() + "\n\n");
+        out->fail(began ? unavailable("the engine went away", 1) : context_length_exceeded("too long"));
+      }
+      EXPECT_FALSE(first.held());
+      const std::string got = client.text();
+      EXPECT_NE(
+          got.find(messages ? "event: error" : (began ? "engine_unavailable" : "context_length_exceeded")),
+          std::string::npos)
+          << got;
+    }
+  }
 }
 
 // A stream handed on (only its head and keep-alives went out) is continued by the next

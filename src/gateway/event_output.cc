@@ -13,6 +13,7 @@ void EventOutput::open_stream(CancelScope& cancel) {
 bool EventOutput::write(const std::vector<std::string>& events) {
   if (!started_) {
     started_ = true;
+    // Asked for even when another member wrote them: they set up the API's encoder.
     const std::vector<std::string> opening = start_events();
     if (!writer_.continues_stream() && !write(opening)) return false;
   }
