@@ -9,7 +9,9 @@
 // gateway/upstream_facts.h; /v1/models' max_model_len where /props is missing, as on vLLM and
 // SGLang) and checks /apply-template for exact token counts — without it, counts are estimates
 // learned from the server's answers (gateway/token_estimate.h) — and says what it found and
-// what it could not. It then watches /health: while the server does not answer,
+// what it could not; on llama.cpp-family servers it also asks whether the server moves cached
+// chunks after a deletion (cli/shift_probe.h), which decides the compaction layout as `up`'s
+// plan does. It then watches /health: while the server does not answer,
 // requests wait (up to 30 s) and then get 503 with Retry-After; when it answers again after an
 // outage its cache is taken as lost (it may have restarted). What only `kvgate up` can do is
 // off: the plan and its verification, restarts, saved engine state (the server would need
@@ -32,6 +34,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/gateway_setup.h"
+#include "cli/shift_probe.h"
 #include "cli/up_options.h"
 #include "engine/instance_lock.h"
 #include "engine/pinned.h"
@@ -93,6 +96,7 @@ struct Learned {
   gateway::UpstreamFacts facts;
   gateway::Counting counting = gateway::Counting::kEstimate;
   std::string model_id;  // /v1/models' first id, named to /tokenize
+  ShiftProbe shift;      // llama.cpp family only (it renders prompts)
 };
 
 bool answers_with(const httplib::Result& r, std::string_view field) {
@@ -141,6 +145,7 @@ Result<Learned> learn_upstream(const UpstreamUrl& u, const std::string& key, std
     l.model_id = ids.model;
   }
   l.counting = counting_offered(c, l.model_id);
+  if (l.counting == gateway::Counting::kRender) l.shift = probe_shifting(c);
   return l;
 }
 
@@ -247,6 +252,26 @@ Result<std::vector<UpstreamUrl>> parse_upstreams(const std::string& list) {
   return out;
 }
 
+std::string shift_note(const ShiftProbe& p, std::optional<plan::Fork> fork) {
+  if (!p.shifts)
+    return fmt::format("cached chunks after a deletion: not known ({}); compaction assumes none", p.why);
+  const std::string seen =
+      fmt::format("{} of {} tokens computed after a deletion", p.second_computed, p.second_prompt_tokens);
+  return *p.shifts ? fmt::format(
+                         "cached chunks after a deletion: moved into place ({}); a compaction keeps "
+                         "the retained messages before its summary, where they stay cached",
+                         seen)
+                   : fmt::format(
+                         "cached chunks after a deletion: computed again ({}); a compaction puts its "
+                         "summary after the system prompt{}",
+                         seen,
+                         fork == plan::Fork::kMainline
+                             ? fmt::format(" (mainline shifts them with --cache-reuse {} or less, on "
+                                           "attention-only models)",
+                                           kShiftProbeChunk)
+                             : "");
+}
+
 std::string counting_note(gateway::Counting c) {
   switch (c) {
     case gateway::Counting::kRender:
@@ -297,12 +322,13 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
                                        "prompt as too long, then compacts and retries"));
   }
   say(counting_note(m->learned.counting));
+  if (m->learned.counting == gateway::Counting::kRender) say(shift_note(m->learned.shift, facts.fork));
   gateway::GatewayOptions go = gateway_options(
       cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
             .slots = facts.slots.value_or(1),
             .fork = facts.fork.value_or(plan::Fork::kMainline),
             .max_token_bytes = 0,
-            .shifts = false,  // its --cache-reuse is not known
+            .shifts = m->learned.shift.shifts.value_or(false),
             .model_name = facts.model.empty() ? "kvgate" : fs::path(facts.model).filename().string()});
   if (!facts.n_ctx_slot) go.context_tokens.reset();
   go.counting = m->learned.counting;

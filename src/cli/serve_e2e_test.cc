@@ -50,6 +50,8 @@ ReplayFigures replay(uint16_t port, const bench::Trace& trace) {
   for (json body : trace.turns) {
     body["max_tokens"] = 16;
     body["stream"] = false;
+    // Greedy: the two replays get the same replies, and a rescue happens in both or neither.
+    body["temperature"] = 0;
     ++f.turns;
     auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
     if (!r || r->status != 200) {
@@ -90,8 +92,8 @@ class ServeE2eTest : public ::testing::Test {
   }
 
   // The pinned llama-server with the settings `kvgate up --ctx 8192` gives it; `stable`: its
-  // chat template too (plan/chat_template.h), else the model's own.
-  void start_engine(uint16_t port, bool stable = false, int ctx = 8192) {
+  // chat template too (plan/chat_template.h), else the model's own; `reuse`: --cache-reuse 256.
+  void start_engine(uint16_t port, bool stable = false, int ctx = 8192, bool reuse = true) {
     auto server = engine::resolve_server();
     ASSERT_TRUE(server.ok()) << server.error().message();
     std::vector<std::string> argv = {server->string(),
@@ -103,8 +105,6 @@ class ServeE2eTest : public ::testing::Test {
                                      "1",
                                      "-ngl",
                                      "0",
-                                     "--cache-reuse",
-                                     "256",
                                      "--no-context-shift",
                                      "--jinja",
                                      "-t",
@@ -115,6 +115,7 @@ class ServeE2eTest : public ::testing::Test {
                                      std::to_string(port),
                                      "--api-key",
                                      kEngineKey};
+    if (reuse) argv.insert(argv.end(), {"--cache-reuse", "256"});
     if (stable) {
       auto model = gguf::File::open(model_);
       ASSERT_TRUE(model.ok());
@@ -151,6 +152,8 @@ TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
     EXPECT_NE(out.find("1 slot of 8192 tokens each"), std::string::npos) << out;
     EXPECT_NE(out.find("token counts: exact"), std::string::npos) << out;
     EXPECT_EQ(out.find("its chat template renders an earlier reply differently"), std::string::npos) << out;
+    // Its --cache-reuse is not in /props: kvgate asked, and lays compactions out as `up` does.
+    EXPECT_NE(out.find("cached chunks after a deletion: moved into place"), std::string::npos) << out;
     via_serve = replay(serve_port, *trace);
     httplib::Client c("127.0.0.1", serve_port);
     auto status = c.Get("/kvgate/v1/status");
@@ -180,14 +183,16 @@ TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
   EXPECT_EQ(via_serve.failed, 0);
   EXPECT_EQ(via_up.failed, 0);
   EXPECT_GT(via_serve.prompt, 0u);
-  // The same prompts, the same compaction points: the ratios agree within noise.
+  // Greedy replies and seeded summaries: the same history compacts to the same prompts through
+  // either, so the prompts agree to the token and the ratios within noise.
+  EXPECT_EQ(via_serve.prompt, via_up.prompt);
   EXPECT_LE(via_serve.prefilled_ratio(), via_up.prefilled_ratio() * 1.2 + 0.02);
   EXPECT_LT(via_serve.prefilled_ratio(), 0.5);
 }
 
 TEST_F(ServeE2eTest, TheServerGoingAwayIsA503AndItsReturnIsServed) {
   const uint16_t engine_port = free_port();
-  start_engine(engine_port);
+  start_engine(engine_port, /*stable=*/false, 8192, /*reuse=*/false);
   const uint16_t serve_port = free_port();
   testing::UpProcess serve({"--upstream", fmt::format("http://127.0.0.1:{}/", engine_port), "--upstream-key",
                             kEngineKey, "--listen", fmt::format("127.0.0.1:{}", serve_port), "--state-dir", "none",
@@ -201,6 +206,9 @@ TEST_F(ServeE2eTest, TheServerGoingAwayIsA503AndItsReturnIsServed) {
       std::string::npos)
       << serve.output();
   EXPECT_NE(serve.output().find("kvgate inspect MODEL.gguf --stable-template"), std::string::npos);
+  // Without --cache-reuse the server computes a deleted-from prompt again, and kvgate says so.
+  EXPECT_NE(serve.output().find("cached chunks after a deletion: computed again"), std::string::npos)
+      << serve.output();
   httplib::Client c("127.0.0.1", serve_port);
   c.set_read_timeout(120, 0);
   const std::string body = R"({"messages":[{"role":"user","content":"hello"}],"max_tokens":4})";

@@ -21,6 +21,11 @@ using nlohmann::json;
 
 namespace {
 
+// Summaries are sampled with a fixed seed: the same history summarised again (a retried turn,
+// a second kvgate in front of the same engine) gives the same summary and so the same prompt,
+// which the engine may still hold.
+constexpr int kSummarySeed = 20251205;
+
 // A compaction as sessions list it and the store keeps it.
 json compaction_event(const CompactionResult& r, const char* trigger, double ms, const json& summary_stats) {
   json ev = {{"ts", std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -113,13 +118,9 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   }
   // Streamed: a model can emit bytes that are not valid UTF-8, which makes the engine reject
   // a non-streamed answer as a whole; the stream delivers every piece.
-  json completion = {{"prompt", rj["prompt"]},
-                     {"n_predict", max_tokens},
-                     {"id_slot", slot},
-                     {"cache_prompt", true},
-                     {"temperature", 0.3},
-                     {"return_progress", true},
-                     {"stream", true}};
+  json completion = {{"prompt", rj["prompt"]},  {"n_predict", max_tokens}, {"id_slot", slot},
+                     {"cache_prompt", true},    {"temperature", 0.3},      {"seed", kSummarySeed},
+                     {"return_progress", true}, {"stream", true}};
   // The client's own token constraints apply to the summary too.
   if (request_body.contains("logit_bias")) completion["logit_bias"] = request_body["logit_bias"];
   const auto t0 = std::chrono::steady_clock::now();
