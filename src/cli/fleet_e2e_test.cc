@@ -170,7 +170,8 @@ class FleetE2eTest : public ::testing::Test {
   }
 
   // Rounds of the workload through kvgate serve with `routing`: at least `rounds`, and for at
-  // least `duration`.
+  // least `duration`; it stops at the first failed turn (which fails the test), else a serve
+  // that died would count thousands of instant rounds and the second run would repeat them.
   Totals run(const std::string& routing, uint64_t seed, int rounds, std::chrono::seconds duration) {
     const uint16_t port = *util::pick_free_port();
     testing::UpProcess serve(serve_args(port, routing), {}, "serve");
@@ -181,7 +182,8 @@ class FleetE2eTest : public ::testing::Test {
     Totals t;
     const auto [processed0, cached0] = engine_counters();
     const auto end = Clock::now() + duration;
-    for (t.rounds = 0; t.rounds < rounds || Clock::now() < end; ++t.rounds) w.round(client, t);
+    for (t.rounds = 0; (t.rounds < rounds || Clock::now() < end) && t.failed == 0; ++t.rounds)
+      w.round(client, t);
     const auto [processed1, cached1] = engine_counters();
     t.engine_processed = processed1 - processed0;
     t.engine_cached = cached1 - cached0;

@@ -266,9 +266,8 @@ std::string shift_note(const ShiftProbe& p, std::optional<plan::Fork> fork) {
                          "summary after the system prompt{}",
                          seen,
                          fork == plan::Fork::kMainline
-                             ? fmt::format(" (mainline shifts them with --cache-reuse {} or less, on "
-                                           "attention-only models)",
-                                           kShiftProbeChunk)
+                             ? std::string(" (start mainline with --cache-reuse 256 to keep them cached, on "
+                                           "attention-only models)")
                              : "");
 }
 

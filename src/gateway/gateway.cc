@@ -11,6 +11,7 @@
 #include "gateway/engine_errors.h"
 #include "gateway/messages_api.h"
 #include "gateway/reply.h"
+#include "gateway/rescue_replay.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
 #include "gateway/turn_accounting.h"
@@ -340,9 +341,12 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   // unknown (saved first, so no conversation loses more than its cache).
   if (kv_) kv_->before_foreign_use(engine_generation_.load());
   CancelScope cancel;
+  json sent = body;
+  if (!sent.contains("seed") || !sent["seed"].is_number_integer()) sent["seed"] = replay_seed();
   if (!rec.stream) {
     std::optional<DisconnectWatch> watch(std::in_place, client_gone, cancel);
-    auto res = upstream_->call("POST", "/v1/completions", util::json_text(body), upstream_timeout(0, true), &cancel);
+    auto res =
+        upstream_->call("POST", "/v1/completions", util::json_text(sent), upstream_timeout(0, true), &cancel);
     watch.reset();
     if (!res.ok()) {
       auto e = from_upstream_error(res.error());
@@ -356,6 +360,13 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
         engine_answered();
         record_usage(rec, usage_from(json::parse(r.body, nullptr, false)));
         writer.send(200, kJson, r.body);
+      } else if (auto rescued = is_output_parse_error(r.status, r.body)
+                                    ? rescue_completion(sent, r.body, cancel)
+                                    : std::nullopt) {
+        engine_answered();
+        rec.status = 200;
+        record_usage(rec, usage_from(*rescued));
+        send_json(writer, 200, *rescued);
       } else {
         send_error(writer, from_engine_answer(r.status, r.body));
       }
@@ -374,24 +385,36 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
     SseParser parser;
     std::string error_body;
     int status = 0;
-    auto res = upstream_->stream(
-        "/v1/completions", util::json_text(body),
-        {.on_start = [&](int s, const std::string&) { status = s; return true; },
-         .on_data = [&](std::string_view data) {
-           if (status != 200) {
-             error_body.append(data);
-             return error_body.size() < (1 << 20);
-           }
-           for (const auto& ev : parser.feed(data)) {
-             if (!ev.comment_only) {
-               auto chunk = json::parse(ev.data, nullptr, false);
-               if (const Usage u = usage_from(chunk); u.known) record_usage(rec, u);
-             }
-             if (!relay.write(ev.raw)) return false;
-           }
-           return true;
-         }},
-        upstream_timeout(0, false), &cancel);
+    bool ended = false;  // by kvgate, for an output the engine refused
+    auto res = upstream_->stream("/v1/completions", util::json_text(sent),
+                                 {.on_start =
+                                      [&](int s, const std::string&) {
+                                        status = s;
+                                        return true;
+                                      },
+                                  .on_data =
+                                      [&](std::string_view data) {
+                                        if (status != 200) {
+                                          error_body.append(data);
+                                          return error_body.size() < (1 << 20);
+                                        }
+                                        for (const auto& ev : parser.feed(data)) {
+                                          if (ended) break;
+                                          if (!ev.comment_only) {
+                                            auto chunk = json::parse(ev.data, nullptr, false);
+                                            if (const Usage u = usage_from(chunk); u.known)
+                                              record_usage(rec, u);
+                                            if (auto end = raw_completion_stream_end(chunk)) {
+                                              ended = true;
+                                              if (!relay.write(*end)) return false;
+                                              continue;
+                                            }
+                                          }
+                                          if (!relay.write(ev.raw)) return false;
+                                        }
+                                        return true;
+                                      }},
+                                 upstream_timeout(0, false), &cancel);
     rec.status = status;
     if (status == 200 && res.ok()) engine_answered();
     if (!res.ok()) {

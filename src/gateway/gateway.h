@@ -232,6 +232,14 @@ class Gateway {
   // A turn refused before it began (its body is not JSON): the record and the error.
   void refuse_turn(const std::string& api, const ApiError& error, TurnOutput& output);
   void completions(const HttpRequest& request, ResponseWriter& writer);
+  // A raw completion whose output the engine's parser refused (completion_rescue.cc): the
+  // answer replayed and marked raw; nullopt when it cannot be (several prompts or choices, the
+  // replay failed otherwise) and the engine's error stands.
+  std::optional<nlohmann::json> rescue_completion(const nlohmann::json& body, const std::string& reason,
+                                                  CancelScope& cancel);
+  // For an event of a raw completion stream: when it is that refusal, the events that end the
+  // stream cleanly instead (a last chunk marked raw, then [DONE]).
+  std::optional<std::string> raw_completion_stream_end(const nlohmann::json& event);
   void passthrough(const HttpRequest& request, ResponseWriter& writer);
   void health(const HttpRequest& request, ResponseWriter& writer);
   void prometheus(const HttpRequest& request, ResponseWriter& writer);

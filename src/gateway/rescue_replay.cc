@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include "gateway/engine_errors.h"
 #include "gateway/reply.h"
@@ -44,11 +45,16 @@ int int_field(const json& v, const char* key) {
 
 }  // namespace
 
+uint32_t replay_seed() {
+  static std::atomic<uint32_t> seed{0x6b76u};
+  return seed.fetch_add(7919u) & 0x7fffffffu;
+}
+
 bool is_output_parse_error(int status, std::string_view message) {
   return status >= 500 && is_output_error_message(message);
 }
 
-json replay_completion_body(const json& chat_body, const std::string& prompt) {
+json replay_completion_body(const json& chat_body, const json& prompt) {
   json body = json::object();
   if (chat_body.is_object()) {
     for (const auto& [key, value] : chat_body.items()) {

@@ -4,9 +4,10 @@
 // gateway replays the request's rendered prompt (POST /apply-template with the same chat body)
 // as a streamed raw completion with the same seed and sampling settings, collects the text and
 // hands it to parse_tool_calls(). These functions build that request and read its stream; the
-// HTTP calls stay in the gateway. All are pure and never throw.
+// HTTP calls stay in the gateway. All but replay_seed() are pure; none throws.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,7 +26,13 @@ bool is_output_parse_error(int status, std::string_view message);
 // (messages, tools, chat_template_kwargs, ...) are left out; so is the lazy grammar the engine
 // derives from `tools` (it is not exposed), so text after a triggered call marker may differ.
 // The replay reproduces the original text only when the chat body had an explicit seed.
-nlohmann::json replay_completion_body(const nlohmann::json& chat_body, const std::string& prompt);
+// A raw completion's body (POST /v1/completions) replays the same way with its own `prompt` (a
+// text or token ids).
+nlohmann::json replay_completion_body(const nlohmann::json& chat_body, const nlohmann::json& prompt);
+
+// A seed for a request that named none, so that a rejected generation can be replayed
+// faithfully. A counter (thread-safe), not a function of the request.
+uint32_t replay_seed();
 
 // Accumulates a /completion SSE stream: feed each event's data payload (the text after
 // "data: "); the text is the concatenation of the events' `content`. An error event (the

@@ -1,10 +1,9 @@
 // A chat turn's order (Turn::run) and its steps up to the engine: prepare, recognise,
 // reconcile, bind.
-#include <atomic>
-
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "gateway/rescue_replay.h"
 #include "gateway/turn_steps.h"
 #include "session/normalize.h"
 #include "util/log.h"
@@ -17,16 +16,6 @@ using session::RequestKeys;
 using session::take_in;
 
 using nlohmann::json;
-
-namespace {
-
-// An explicit seed lets a rejected generation be replayed faithfully (rescue).
-uint32_t next_seed() {
-  static std::atomic<uint32_t> seed{0x6b76u};
-  return seed.fetch_add(7919u) & 0x7fffffffu;
-}
-
-}  // namespace
 
 std::optional<std::string> usable_conversation_id(std::string_view v) {
   if (v.empty() || v.size() > 200) return std::nullopt;
@@ -149,7 +138,7 @@ ApiStatus Turn::bind() {
   if (!options_.conversation_field.empty()) body[options_.conversation_field] = *ConversationTag::current();
   body["id_slot"] = slot_;
   body["cache_prompt"] = true;
-  if (!body.contains("seed") || !body["seed"].is_number_integer()) body["seed"] = next_seed();
+  if (!body.contains("seed") || !body["seed"].is_number_integer()) body["seed"] = replay_seed();
   if (in_.stream) {
     if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
     body["stream_options"]["include_usage"] = true;
