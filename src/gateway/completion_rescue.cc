@@ -8,26 +8,22 @@
 // `kvgate.rescued` and `raw`, logged and counted. A stream that the engine ends with that
 // error instead ends cleanly, with the same mark.
 #include <algorithm>
-#include <chrono>
 
 #include <fmt/format.h>
 
+#include "gateway/engine_errors.h"
 #include "gateway/gateway.h"
 #include "gateway/rescue_replay.h"
 #include "rescue/utf8.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
 using nlohmann::json;
 
 namespace {
-
-int64_t now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // One prompt (a text or token ids) and one choice: what a replay can reproduce.
 bool replayable(const json& body) {
@@ -39,7 +35,18 @@ bool replayable(const json& body) {
   return one_prompt && body.value("n", 1) == 1 && body.value("best_of", 1) == 1 && !body.value("echo", false);
 }
 
-json raw_mark() { return {{"rescued", true}, {"raw", true}}; }
+// A text_completion with one choice, marked as rescued raw.
+json raw_text_completion(const std::string& model, const std::string& text, const char* finish_reason) {
+  const int64_t created = util::unix_seconds_now();
+  return {{"id", fmt::format("cmpl-kvgate-{}", created)},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices",
+           json::array(
+               {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_reason}}})},
+          {"kvgate", {{"rescued", true}, {"raw", true}}}};
+}
 
 }  // namespace
 
@@ -62,41 +69,23 @@ std::optional<json> Gateway::rescue_completion(const json& body, const std::stri
   const auto prompt = static_cast<uint64_t>(std::max(0, text.tokens_evaluated()));
   const auto cached = std::min<uint64_t>(prompt, static_cast<uint64_t>(std::max(0, text.tokens_cached())));
   const auto completion = static_cast<uint64_t>(std::max(0, text.tokens_predicted()));
-  const int64_t created = now_s();
-  return json{{"id", fmt::format("cmpl-kvgate-{}", created)},
-              {"object", "text_completion"},
-              {"created", created},
-              {"model", options_.model_name},
-              {"choices", json::array({{{"index", 0},
-                                        {"text", content},
-                                        {"logprobs", nullptr},
-                                        {"finish_reason", text.stopped_by_limit() ? "length" : "stop"}}})},
-              {"usage",
-               {{"prompt_tokens", prompt},
-                {"completion_tokens", completion},
-                {"total_tokens", prompt + completion},
-                {"prompt_tokens_details", {{"cached_tokens", cached}}}}},
-              {"kvgate", raw_mark()}};
+  json answer =
+      raw_text_completion(options_.model_name, content, text.stopped_by_limit() ? "length" : "stop");
+  answer["usage"] = {{"prompt_tokens", prompt},
+                     {"completion_tokens", completion},
+                     {"total_tokens", prompt + completion},
+                     {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  return answer;
 }
 
-std::optional<std::string> Gateway::raw_completion_stream_end(const json& event) {
-  if (!event.is_object() || !event.contains("error") || !event["error"].is_object()) return std::nullopt;
-  const json& error = event["error"];
-  const std::string message = error.contains("message") && error["message"].is_string() ? error["message"].get<std::string>() : "";
-  const int code = error.contains("code") && error["code"].is_number_integer() ? error["code"].get<int>() : 500;
-  if (!is_output_parse_error(code, message)) return std::nullopt;
+std::optional<std::string> Gateway::raw_completion_stream_end(const json& event, std::string_view data) {
+  if (!event.is_object() || !event.contains("error") || !is_output_error_message(data)) return std::nullopt;
   metrics_.add("rescues_total{outcome=\"raw\"}");
-  util::log_event(util::LogLevel::kWarn, "rescue",
-                  {{"route", "completions"}, {"reason", message}, {"outcome", "raw"}, {"stream", true}});
-  const int64_t created = now_s();
-  const json last = {
-      {"id", fmt::format("cmpl-kvgate-{}", created)},
-      {"object", "text_completion"},
-      {"created", created},
-      {"model", options_.model_name},
-      {"choices", json::array({{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", "stop"}}})},
-      {"kvgate", raw_mark()}};
-  return "data: " + util::json_text(last) + "\n\ndata: [DONE]\n\n";
+  util::log_event(
+      util::LogLevel::kWarn, "rescue",
+      {{"route", "completions"}, {"reason", std::string(data)}, {"outcome", "raw"}, {"stream", true}});
+  return "data: " + util::json_text(raw_text_completion(options_.model_name, "", "stop")) +
+         "\n\ndata: [DONE]\n\n";
 }
 
 }  // namespace kvgate::gateway

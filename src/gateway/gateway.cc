@@ -386,35 +386,33 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
     std::string error_body;
     int status = 0;
     bool ended = false;  // by kvgate, for an output the engine refused
+    const auto relay_events = [&](std::string_view data) {
+      if (status != 200) {
+        error_body.append(data);
+        return error_body.size() < (1 << 20);
+      }
+      for (const auto& ev : parser.feed(data)) {
+        if (ended) break;
+        if (!ev.comment_only) {
+          auto chunk = json::parse(ev.data, nullptr, false);
+          if (const Usage u = usage_from(chunk); u.known) record_usage(rec, u);
+          if (auto end = raw_completion_stream_end(chunk, ev.data)) {
+            ended = true;
+            if (!relay.write(*end)) return false;
+            continue;
+          }
+        }
+        if (!relay.write(ev.raw)) return false;
+      }
+      return true;
+    };
+    const auto on_start = [&](int s, const std::string&) {
+      status = s;
+      return true;
+    };
     auto res = upstream_->stream("/v1/completions", util::json_text(sent),
-                                 {.on_start =
-                                      [&](int s, const std::string&) {
-                                        status = s;
-                                        return true;
-                                      },
-                                  .on_data =
-                                      [&](std::string_view data) {
-                                        if (status != 200) {
-                                          error_body.append(data);
-                                          return error_body.size() < (1 << 20);
-                                        }
-                                        for (const auto& ev : parser.feed(data)) {
-                                          if (ended) break;
-                                          if (!ev.comment_only) {
-                                            auto chunk = json::parse(ev.data, nullptr, false);
-                                            if (const Usage u = usage_from(chunk); u.known)
-                                              record_usage(rec, u);
-                                            if (auto end = raw_completion_stream_end(chunk)) {
-                                              ended = true;
-                                              if (!relay.write(*end)) return false;
-                                              continue;
-                                            }
-                                          }
-                                          if (!relay.write(ev.raw)) return false;
-                                        }
-                                        return true;
-                                      }},
-                                 upstream_timeout(0, false), &cancel);
+                                 {.on_start = on_start, .on_data = relay_events}, upstream_timeout(0, false),
+                                 &cancel);
     rec.status = status;
     if (status == 200 && res.ok()) engine_answered();
     if (!res.ok()) {

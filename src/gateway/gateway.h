@@ -239,7 +239,7 @@ class Gateway {
                                                   CancelScope& cancel);
   // For an event of a raw completion stream: when it is that refusal, the events that end the
   // stream cleanly instead (a last chunk marked raw, then [DONE]).
-  std::optional<std::string> raw_completion_stream_end(const nlohmann::json& event);
+  std::optional<std::string> raw_completion_stream_end(const nlohmann::json& event, std::string_view data);
   void passthrough(const HttpRequest& request, ResponseWriter& writer);
   void health(const HttpRequest& request, ResponseWriter& writer);
   void prometheus(const HttpRequest& request, ResponseWriter& writer);
