@@ -41,14 +41,16 @@ std::string what_client_did(const ClientTurnResult& t) {
   return s;
 }
 
+void append_compactions(const ClientTurnResult& t, std::string& out) {
+  for (const auto& ev : t.compactions) {
+    out += fmt::format("{}{} {} {} {}->{}", out.empty() ? "" : ", ", where(t), ev.value("level", ""),
+                       ev.value("trigger", ""), ev.value("tokens_before", 0), ev.value("tokens_after", 0));
+  }
+}
+
 std::string compaction_list(const ClientRun& run) {
   std::string out;
-  for (const auto& t : run.turns) {
-    for (const auto& ev : t.compactions) {
-      out += fmt::format("{}{} {} {} {}->{}", out.empty() ? "" : ", ", where(t), ev.value("level", ""),
-                         ev.value("trigger", ""), ev.value("tokens_before", 0), ev.value("tokens_after", 0));
-    }
-  }
+  for (const auto& t : run.turns) append_compactions(t, out);
   return out;
 }
 
@@ -95,6 +97,31 @@ void check_sessions(const ClientRun& run, std::vector<Violation>& out) {
   }
 }
 
+// Until its conversation needed a compaction, a turn's prompt is the client's request: kvgate
+// may pin volatile values or repair a message, not leave messages out (seen: an edit of a
+// middle message taken for a window, 1,730 tokens sent of the client's 3,912).
+void check_sent_whole(const ClientRun& run, std::vector<Violation>& out) {
+  if (run.path != "gateway") return;
+  for (const auto& turns : by_client(run)) {
+    bool compacted = false;
+    for (const auto* t : turns) {
+      if (t->new_conversation) compacted = false;
+      for (const auto& ev : t->compactions) {
+        if (ev.value("trigger", "") != "window" || !run.engine_shifts) compacted = true;
+      }
+      if (compacted || !t->ok() || t->prompt_tokens * 10 >= t->client_tokens * 9) continue;
+      std::string list;
+      append_compactions(*t, list);
+      out.push_back(
+          {"sent_whole", where(*t),
+           fmt::format("prompt {} tokens of the client's {}, before any compaction its conversation "
+                       "needed: messages the request carries were not sent (compactions: {}) [client: {}]",
+                       t->prompt_tokens, t->client_tokens, list.empty() ? "none" : list,
+                       what_client_did(*t))});
+    }
+  }
+}
+
 }  // namespace
 
 double steady_ratio_bound(double g, double high, double low) {
@@ -124,6 +151,9 @@ IdealRun ideal_run(const std::vector<const ClientTurnResult*>& turns, const Wate
       cost = prompt;
     } else {
       prompt += t->increment_tokens;
+      // No more than the request carries: without a conversation id nothing else may enter
+      // the prompt, so a client's window caps it (the dropped front costs nothing: shifted).
+      if (t->client_tokens > 0) prompt = std::min(prompt, t->client_tokens);
       cost = t->increment_tokens;
       if (t->rewrite_tokens > 0) cost = std::max(cost, std::min(prompt, t->rewrite_tokens));
     }
@@ -217,6 +247,7 @@ std::vector<Violation> check_properties(const ClientRun& run) {
                                f.ideal.prompt_tokens, f.ideal.compactions, f.steady_ratio_bound,
                                costliest_turns(run, 3))});
   }
+  check_sent_whole(run, out);
   check_sessions(run, out);
   return out;
 }

@@ -29,12 +29,16 @@
 // ideal_run() applies these rules to the measured turns of a run — the first request as
 // measured (above H: one compaction to L), then per turn g_t, an edit's D_t or a restart's
 // S_t, and a compaction whenever the prompt plus r passes H — and its ratio is the run's
-// bound (ratio_bound), warm-up included. Dropped messages, reordered tool results and
-// volatile ids cost an ideal gateway nothing (it keeps its view, or the engine shifts the
-// cache), so they do not change the bound.
+// bound (ratio_bound), warm-up included. The ideal gateway sends no more than the request
+// carries (the clients name no conversation, and then nothing the request does not carry may
+// enter the prompt), so a client's window caps its prompt; messages dropped at the front,
+// reordered tool results and volatile ids cost it nothing (the engine shifts the cache).
 //
 // Properties (check_properties, gateway path): no failed turn; compactions ≤ the bound;
-// prefilled ÷ prompt (the answers' usage) ≤ 1.5 × ratio_bound; a client's turns stay in
+// prefilled ÷ prompt (the answers' usage) ≤ 1.5 × ratio_bound; until a compaction the
+// conversation needed (at the high watermark, or on an overflow; on an engine that does not
+// shift, also one that follows a client's window), a prompt holds ≥ 90 % of the tokens of the
+// client's request (sent_whole: what the request carries is sent); a client's turns stay in
 // one session until the client itself starts a new conversation (no split; a self-summary's
 // continuation that carries its summary's lines is no new conversation), and two clients
 // never share one (no merge). Each violation names the behaviour, seed, client, turn and
@@ -117,7 +121,7 @@ struct RunFigures {
 };
 
 struct Violation {
-  std::string property;  // failed_turn, compactions, prefilled_ratio, split, merge
+  std::string property;  // failed_turn, compactions, prefilled_ratio, sent_whole, split, merge
   std::string where;     // "client 1 turn 7", or "run"
   std::string detail;
 };
@@ -128,6 +132,9 @@ struct ClientRun {
   std::string path;  // "gateway" or "direct"
   size_t clients = 1;
   Watermarks marks;
+  // The engine moves cached chunks into place after a deletion: the gateway has no reason to
+  // drop more than a client's window dropped (check_properties: sent_whole).
+  bool engine_shifts = false;
   std::vector<ClientTurnResult> turns;  // in the order sent
   RunFigures figures;
   std::vector<Violation> violations;

@@ -66,6 +66,18 @@ TEST(ClientRunTest, IdealRunChargesEditsRestartsAndPastedHistories) {
   EXPECT_EQ(p.prefilled_tokens, 4950U + 500);
 }
 
+// A client whose window keeps its request near 2,000 tokens: the ideal gateway cannot keep
+// what the client dropped (the request does not carry it), so its prompt follows the window,
+// and each turn costs only its increment.
+TEST(ClientRunTest, IdealRunFollowsTheClientsWindow) {
+  std::vector<ClientTurnResult> turns = {turn(0, 1, 1500, 0)};
+  for (size_t n = 2; n <= 5; ++n) turns.push_back(turn(0, n, 2000, 500));
+  const IdealRun r = ideal_run(pointers(turns), {.high = 10000, .low = 5000});
+  EXPECT_EQ(r.prompt_tokens, 1500U + 4 * 2000);
+  EXPECT_EQ(r.prefilled_tokens, 1500U + 4 * 500);
+  EXPECT_EQ(r.compactions, 0U);
+}
+
 ClientRun clean_run() {
   ClientRun run{.behaviour = "demo", .seed = 3, .path = "gateway", .clients = 2};
   run.marks = {.high = 4000, .low = 2200, .reserve = 0};
@@ -146,6 +158,31 @@ TEST(ClientRunTest, ViolationsNameTheTurnAndTheFigures) {
       << text;
   EXPECT_NE(text.find("7 compactions > bound 6"), std::string::npos) << text;
   EXPECT_NE(text.find("prefilled ÷ prompt = 1.000"), std::string::npos) << text;
+}
+
+// Before its conversation needed a compaction, a turn's prompt is what the client sent; a
+// compaction that follows a client's window is needed only on an engine that cannot shift.
+TEST(ClientRunTest, APromptShortOfTheRequestBeforeANeededCompactionIsAViolation) {
+  ClientRun run = clean_run();
+  run.engine_shifts = true;
+  run.turns[4].prompt_tokens = 1000;  // client 0 turn 3: 1,000 tokens sent of the client's 2,000
+  run.turns[4].compactions = json::array({{{"level", "L3"}, {"trigger", "window"}}});
+  run.turns[6].prompt_tokens = 1500;  // client 0 turn 4: short of 2,500 again
+  run.figures = summarize_run(run);
+  std::vector<std::string> where;
+  for (const auto& v : check_properties(run)) {
+    if (v.property == "sent_whole") where.push_back(v.where);
+  }
+  EXPECT_EQ(where, (std::vector<std::string>{"client 0 turn 3", "client 0 turn 4"}));
+  run.violations = check_properties(run);
+  EXPECT_NE(violations_text(run).find("prompt 1000 tokens of the client's 2000"), std::string::npos)
+      << violations_text(run);
+
+  run.engine_shifts = false;  // there, following the window spares the turns after it
+  EXPECT_TRUE(check_properties(run).empty()) << violations_text(run);
+  run.engine_shifts = true;
+  run.turns[4].compactions = json::array({{{"level", "L2"}, {"trigger", "watermark"}}});
+  EXPECT_TRUE(check_properties(run).empty()) << violations_text(run);
 }
 
 TEST(ClientRunTest, NewConversationMayStartANewSession) {

@@ -221,7 +221,8 @@ Result<ClientRun> run_one(const ClientsOptions& o, Engines& engines, const Clien
                 .seed = seed,
                 .path = through_gateway ? "gateway" : "direct",
                 .clients = std::max<size_t>(1, spec.parallel),
-                .marks = watermarks(o.gateway, o.context, spec)};
+                .marks = watermarks(o.gateway, o.context, spec),
+                .engine_shifts = o.gateway.engine_shifts};
   if (progress) progress(done, total, name + ": starting the engine");
   const int slots = static_cast<int>(run.clients);
   KV_ASSIGN_OR_RETURN(EngineRig * engine, engines.get(slots, name));

@@ -60,6 +60,7 @@ class ClientsFixture : public ::testing::Test {
     o.context = kContext;
     o.gateway.high_watermark_tokens = plan::safe_cap(static_cast<uint32_t>(kContext));
     o.gateway.compaction_options.summary_after_tail = true;
+    o.gateway.engine_shifts = true;
     auto selected = select_behaviours(client_family(kContext, turns), behaviours);
     EXPECT_TRUE(selected.ok()) << selected.error().message();
     if (selected.ok()) o.behaviours = *selected;

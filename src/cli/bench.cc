@@ -214,6 +214,7 @@ Status choose_engine_settings(const ReplayArgs& a, uint64_t context, bench::Repl
   o.engine = std::move(c.engine);
   o.gateway.engine_fork = c.caps.fork;
   o.gateway.compaction_options.summary_after_tail = c.summary_after_tail;
+  o.gateway.engine_shifts = c.summary_after_tail;
   choose_saved_states(a, c.caps, c.recurrent, o);
   return util::ok_status();
 }
@@ -298,6 +299,7 @@ Result<bench::ClientsOptions> clients_options(const ClientsArgs& a, const fs::pa
   o.engine = std::move(c.engine);
   o.gateway.engine_fork = c.caps.fork;
   o.gateway.compaction_options.summary_after_tail = c.summary_after_tail;
+  o.gateway.engine_shifts = c.summary_after_tail;
   KV_ASSIGN_OR_RETURN(const uint64_t high, high_watermark(a.high_watermark, *context));
   o.gateway.high_watermark_tokens = high;
   o.turns = a.turns;

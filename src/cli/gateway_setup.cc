@@ -35,6 +35,7 @@ gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& 
   // Engines that can shift cached chunks keep the retained messages cached when the summary
   // follows them (mainline --cache-reuse, attention-only models).
   go.compaction_options.summary_after_tail = e.shifts;
+  go.engine_shifts = e.shifts;
   go.admission.max_active = cfg.max_inflight.value_or(0);  // 0: the slots
   go.admission.max_waiting = cfg.max_queue;
   go.admission.max_wait = cfg.queue_timeout;

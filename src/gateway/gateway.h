@@ -112,6 +112,10 @@ struct GatewayOptions {
   std::string model_name = "kvgate";
   // The engine's fork: its quirks (plan/engine_quirks.h) that the gateway corrects.
   plan::Fork engine_fork = plan::Fork::kMainline;
+  // The engine moves cached chunks into place after a deletion (mainline --cache-reuse on an
+  // attention-only model): a client's window that dropped messages at the front then costs
+  // its increment, and the gateway follows the window instead of dropping more of it.
+  bool engine_shifts = false;
   // Bounds on one request's work (request_limits.h): messages per chat request, the longest
   // vocabulary entry in bytes (0: unknown; with the context it refuses a newest user message
   // that cannot fit), the time one token count may take (tokens.h). The compaction time

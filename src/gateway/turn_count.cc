@@ -45,10 +45,12 @@ ApiStatus Turn::budget() {
   }
   if (options_.compaction && marks_.high > 0 && counted_ > 0 && counted_ + reserve_ > marks_.high) {
     KV_TRY(compact_to(compaction_target(marks_.low, reserve_), "watermark"));
-  } else if (front_moved && counted_ > 0) {
-    // The client's window dropped messages kvgate still sent: the prompt's start changed, so
-    // this turn recomputes it anyway. Dropping more now (as much as a compaction would, at
-    // most half the view) spares the next turns that cost while the window slides on.
+  } else if (front_moved && counted_ > 0 && !options_.engine_shifts) {
+    // The client's window dropped messages kvgate still sent, and this engine does not move
+    // cached chunks: the prompt's start changed, so this turn recomputes it anyway. Dropping
+    // more now (as much as a compaction would, at most half the view) spares the next turns
+    // that cost while the window slides on. An engine that shifts recomputes only the
+    // increment, so there the prompt is the client's window, all of it.
     const uint64_t drop = std::min(marks_.high - marks_.low, counted_ / 2);
     const uint64_t target = std::min(counted_ - drop, compaction_target(marks_.low, reserve_));
     if (target < counted_) KV_TRY(compact_to(target, "window"));

@@ -1,5 +1,7 @@
 #include "session/intake.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "session/normalize.h"
@@ -63,6 +65,19 @@ struct WindowFit {
   size_t new_from = 0;
 };
 
+// Whether one of the request's messages before `j` is a stored message before `h`: then the
+// client still sends what a window starting at `h` would drop (an edit after it, or a deletion
+// in the middle), and it is no window.
+bool carries_older(const Conversation& conv, const RequestKeys& keys, size_t after_system, size_t j,
+                   uint64_t h) {
+  for (size_t i = after_system; i < j; ++i) {
+    for (uint64_t g = after_system; g < h; ++g) {
+      if (conv.exact[g] == keys.exact[i]) return true;
+    }
+  }
+  return false;
+}
+
 std::optional<WindowFit> fit_window(const Conversation& conv, const RequestKeys& keys, size_t after_system) {
   const size_t n = keys.exact.size();
   if (n <= after_system || conv.exact.size() != conv.length) return std::nullopt;
@@ -73,7 +88,8 @@ std::optional<WindowFit> fit_window(const Conversation& conv, const RequestKeys&
       if (n - j < rest) continue;
       bool same = true;
       for (uint64_t t = 1; t < rest && same; ++t) same = conv.exact[h + t] == keys.exact[j + t];
-      if (same) return WindowFit{h, j + static_cast<size_t>(rest)};
+      if (same && !carries_older(conv, keys, after_system, j, h))
+        return WindowFit{h, j + static_cast<size_t>(rest)};
     }
   }
   return std::nullopt;
@@ -127,6 +143,29 @@ void set_cause(Intake& in, BreakCause cause, std::string detail) {
   if (in.cause) return;  // the first reason is the one that broke the prefix
   in.cause = cause;
   in.cause_detail = std::move(detail);
+}
+
+// A request recognised as a window that is none (fit_window() found no front deletion): the
+// first message where it departs from the stored history, and whether the client deleted
+// messages there (its message there is a later stored one) or rewrote one.
+void set_departure_cause(Intake& in, const Conversation& stored, const RequestKeys& keys,
+                         size_t after_system) {
+  const size_t n = keys.exact.size();
+  size_t k = after_system;
+  while (k < n && k < stored.exact.size() && keys.exact[k] == stored.exact[k]) ++k;
+  const bool deleted = k > after_system && k < n &&
+                       std::find(stored.exact.begin() + static_cast<std::ptrdiff_t>(k), stored.exact.end(),
+                                 keys.exact[k]) != stored.exact.end();
+  if (deleted) {
+    in.conversation.client_windows = true;
+    set_cause(in, BreakCause::kClientTruncation,
+              fmt::format("the client dropped messages from message {}", k));
+  } else if (k > after_system) {
+    set_cause(in, BreakCause::kClientEdit, fmt::format("client history differs from message {}", k));
+  } else {
+    in.conversation.client_windows = true;
+    set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
+  }
 }
 
 // The system message: volatile lines stay pinned at their first values (evidence required),
@@ -218,10 +257,9 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
       new_from = fit->new_from;
     } else if (stored.length > 0) {
       conv = fresh_from(stored);
-      conv.client_windows = true;
       in.restarted = true;
       in.evidence = Evidence::kHistoryEcho;  // as recognition found it (the slot is this session's)
-      set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
+      set_departure_cause(in, stored, keys, after_system);
     }
   } else {
     const bool pinnable = after_system == 1 && has_string_system(messages) && conv.system.has_value();

@@ -222,5 +222,44 @@ TEST(IntakeTest, AnEditOfEarlierMessagesIsNotTakenForAWindow) {
   EXPECT_EQ(history(in.conversation), edited);
 }
 
+// Recognised by content (an unnamed client), an edit of a middle message is no window either:
+// the request still carries the conversation's first messages, so nothing was dropped from
+// its front, and every message it carries is sent (before: taken for a window that began after
+// the edit, whose front moved past four messages the client still sent).
+TEST(IntakeTest, AnUnnamedEditOfAMiddleMessageIsSentWhole) {
+  const json full = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two"),
+                                 msg("assistant", "a2"), msg("user", "three")});
+  const Stored s = after_turn(full, msg("assistant", "a3"));
+  const json edited = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "TWO"),
+                                   msg("assistant", "a2"), msg("user", "three"), msg("assistant", "a3"),
+                                   msg("user", "four")});
+  const Intake in = take(s.conversation, edited, false, true, s.request_messages);
+  EXPECT_FALSE(in.window_kept);
+  EXPECT_FALSE(in.window_front_moved);
+  EXPECT_TRUE(in.restarted);
+  EXPECT_FALSE(in.conversation.client_windows);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientEdit);
+  EXPECT_EQ(in.cause_detail, "client history differs from message 3");
+  EXPECT_EQ(history(in.conversation), edited);
+  EXPECT_EQ(build_view(in.conversation), edited);
+}
+
+// A client that keeps its first message (the task) and drops the oldest turns after it: the
+// window's front is after the task, and the task, which the request carries, is sent too.
+TEST(IntakeTest, AWindowThatKeepsTheFirstMessageSendsIt) {
+  const json full = json::array({kSystem, msg("user", "task"), msg("assistant", "a1"), msg("user", "two"),
+                                 msg("assistant", "a2"), msg("user", "three")});
+  const Stored s = after_turn(full, msg("assistant", "a3"));
+  const json window = json::array({kSystem, msg("user", "task"), msg("assistant", "a2"), msg("user", "three"),
+                                   msg("assistant", "a3"), msg("user", "four")});
+  const Intake in = take(s.conversation, window, false, true, s.request_messages);
+  EXPECT_FALSE(in.window_front_moved);
+  EXPECT_TRUE(in.restarted);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientTruncation);
+  EXPECT_EQ(build_view(in.conversation), window);
+}
+
 }  // namespace
 }  // namespace kvgate::session
