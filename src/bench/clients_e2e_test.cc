@@ -4,8 +4,9 @@
 // "1,2,3", runs more: each seed of each behaviour costs 40–100 s of engine time), one engine
 // per slot count serving the runs in turn. Every run must
 // hold kvgate's properties (client_run.h): no failed turn, compactions within the bound,
-// prefilled ÷ prompt within 1.5 × the ideal gateway's on the same turns, no conversation
-// split into two sessions or two merged into one. A failure names the behaviour, the seed,
+// prefilled ÷ prompt within 1.5 × the ideal gateway's on the same turns, the request sent
+// whole until its conversation needed a compaction, no conversation split into two sessions
+// or two merged into one. A failure names the behaviour, the seed,
 // the client, the turn and the figures.
 //
 // The clients send what agents send: no logit bias, so the random-weight model's replies are

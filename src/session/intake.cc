@@ -88,8 +88,11 @@ std::optional<WindowFit> fit_window(const Conversation& conv, const RequestKeys&
       if (n - j < rest) continue;
       bool same = true;
       for (uint64_t t = 1; t < rest && same; ++t) same = conv.exact[h + t] == keys.exact[j + t];
-      if (same && !carries_older(conv, keys, after_system, j, h))
+      // Fewer messages before the overlap than the history has: a window dropped some. As
+      // many is an edit of the first ones (the client's version is sent).
+      if (same && j < h && !carries_older(conv, keys, after_system, j, h)) {
         return WindowFit{h, j + static_cast<size_t>(rest)};
+      }
     }
   }
   return std::nullopt;
@@ -153,19 +156,16 @@ void set_departure_cause(Intake& in, const Conversation& stored, const RequestKe
   const size_t n = keys.exact.size();
   size_t k = after_system;
   while (k < n && k < stored.exact.size() && keys.exact[k] == stored.exact[k]) ++k;
-  const bool deleted = k > after_system && k < n &&
-                       std::find(stored.exact.begin() + static_cast<std::ptrdiff_t>(k), stored.exact.end(),
-                                 keys.exact[k]) != stored.exact.end();
-  if (deleted) {
-    in.conversation.client_windows = true;
-    set_cause(in, BreakCause::kClientTruncation,
-              fmt::format("the client dropped messages from message {}", k));
-  } else if (k > after_system) {
+  const bool deleted = k < n && std::find(stored.exact.begin() + static_cast<std::ptrdiff_t>(k),
+                                          stored.exact.end(), keys.exact[k]) != stored.exact.end();
+  if (!deleted) {
     set_cause(in, BreakCause::kClientEdit, fmt::format("client history differs from message {}", k));
-  } else {
-    in.conversation.client_windows = true;
-    set_cause(in, BreakCause::kClientTruncation, "the client dropped its oldest turns");
+    return;
   }
+  in.conversation.client_windows = true;
+  set_cause(in, BreakCause::kClientTruncation,
+            k > after_system ? fmt::format("the client dropped messages from message {}", k)
+                             : std::string("the client dropped its oldest turns"));
 }
 
 // The system message: volatile lines stay pinned at their first values (evidence required),

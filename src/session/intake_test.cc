@@ -245,6 +245,21 @@ TEST(IntakeTest, AnUnnamedEditOfAMiddleMessageIsSentWhole) {
   EXPECT_EQ(build_view(in.conversation), edited);
 }
 
+// An edit of the first message: as many messages before the stored ones as the history has
+// is no window that dropped the first (the edited message is sent, not set aside).
+TEST(IntakeTest, AnUnnamedEditOfTheFirstMessageIsSentWhole) {
+  const json full = json::array({kSystem, msg("user", "one"), msg("assistant", "a1"), msg("user", "two")});
+  const Stored s = after_turn(full, msg("assistant", "a2"));
+  const json edited = json::array({kSystem, msg("user", "ONE"), msg("assistant", "a1"), msg("user", "two"),
+                                   msg("assistant", "a2"), msg("user", "three")});
+  const Intake in = take(s.conversation, edited, false, true, s.request_messages);
+  EXPECT_FALSE(in.window_front_moved);
+  ASSERT_TRUE(in.cause);
+  EXPECT_EQ(*in.cause, BreakCause::kClientEdit);
+  EXPECT_EQ(in.cause_detail, "client history differs from message 1");
+  EXPECT_EQ(build_view(in.conversation), edited);
+}
+
 // A client that keeps its first message (the task) and drops the oldest turns after it: the
 // window's front is after the task, and the task, which the request carries, is sent too.
 TEST(IntakeTest, AWindowThatKeepsTheFirstMessageSendsIt) {
