@@ -2,7 +2,7 @@
 # Regenerates the figures of docs/BENCHMARKS.md with `kvgate bench` on the pinned engine and
 # synthesized models. Opt-in (not part of the test suite): about 35 minutes on a 2-core
 # machine (prefill 12, replays 11 and 7, overhead 3), most of it in full re-prefills, and
-# about 25 more for the client family (clients: every behaviour at 16K and 32K, with and
+# about 21 more for the client family (clients: every behaviour at 16K and 32K, with and
 # without --plain-words).
 #
 #   scripts/benchmarks.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, BUILD_DIR/benchmarks)
