@@ -189,8 +189,11 @@ void take_system(Intake& in, const json& messages, const StabiliserOptions& opti
             options.pin_volatile_lines ? "the system message's volatile values changed" : "the system message changed");
 }
 
-// The note with the current values goes on the newest user message, whatever this request
-// added (a retry adds nothing, and still gets today's values).
+// The note with the current values goes on the newest user message. A retry adds nothing and
+// still gets today's values. A request that only goes on after a repeated user message (tool
+// results, the turns of one question) keeps that message's note: the values of when it was
+// asked, so the engine's cached prefix reaches the new messages instead of every tool turn
+// recomputing the whole loop.
 void place_note(Intake& in, const json& messages) {
   if (in.volatile_now.empty()) return;
   Conversation& conv = in.conversation;
@@ -199,6 +202,7 @@ void place_note(Intake& in, const json& messages) {
     if (!is_role(conv.at(i - 1).message, "user")) continue;
     auto it = conv.notes.find(i - 1);
     if (it != conv.notes.end() && it->second == note) return;
+    if (it != conv.notes.end() && i - 1 < in.first_new && conv.length > in.first_new) return;
     if (i - 1 < in.first_new) set_cause(in, BreakCause::kVolatileLine, "the current values changed on a repeated request");
     conv.notes[i - 1] = note;
     return;

@@ -21,9 +21,9 @@
 //     summaries — carries values from earlier requests, so it is kept only with evidence that
 //     this is the same conversation: a client id, or the request carrying the session's whole
 //     last request verbatim (up to those pinnable volatile values) with an assistant turn in
-//     it (or followed by the reply kvgate gave it) — "history echo". Without it (a retry of a first turn, a one-shot agent run again the
-//     next day, another client with the same opening, one that shares only some messages),
-//     the conversation is rebuilt from the request alone.
+//     it (or followed by the reply kvgate gave it) — "history echo". Without it (a retry of a first turn, a
+//     one-shot agent run again the next day, another client with the same opening, one that shares only some
+//     messages), the conversation is rebuilt from the request alone.
 //   - A later window of a conversation (the client dropped its oldest turns) continues the
 //     kept history, summary included, for a named conversation. Recognised by content, it
 //     keeps what the request still carries verbatim — the kept messages from the cut on, the
@@ -32,7 +32,8 @@
 //     drop turns rather than summarise them); a window that does not carry the stored
 //     history's end verbatim restarts from the request's own messages.
 // Volatile values: when a message is pinned, the note with this request's current
-// values is on the newest user message of every request — retries and re-runs included.
+// values is on the newest user message — retries and re-runs included; tool turns after a
+// question keep the question's note (the values of when it was asked).
 //
 // Pure: no I/O, no locks; the caller holds the session's turn.
 #pragma once

@@ -2,6 +2,7 @@
 // request written out, and what the conversation, the first new message and the cause become.
 #include "session/intake.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "session/normalize.h"
@@ -107,6 +108,54 @@ TEST(IntakeTest, AVolatileSystemLineStaysPinnedAndTheCurrentValuesTravelInANote)
   ASSERT_TRUE(unpinned.cause);
   EXPECT_EQ(*unpinned.cause, BreakCause::kVolatileLine);
   EXPECT_EQ(unpinned.conversation.pinned_system, "You help.\nToday is 2026-01-02.");
+}
+
+// Tool turns after one question keep that question's note (the values of when it was asked):
+// the prefix the engine has cached reaches the tool results. A retry of the question, and the
+// next question, get the current values.
+TEST(IntakeTest, ToolTurnsAfterAQuestionKeepItsNoteAndARetryGetsTheCurrentValues) {
+  const auto system = [](int minute) {
+    return msg("system", fmt::format("You help.\nNow: 2026-01-01 10:{:02}.", minute));
+  };
+  const json call = {
+      {"role", "assistant"},
+      {"content", ""},
+      {"tool_calls",
+       json::array(
+           {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "ls"}, {"arguments", "{}"}}}}})}};
+  const json result = {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "a.txt"}};
+  const Stored s = after_turn(json::array({system(0), msg("user", "one")}), msg("assistant", "r1"));
+  const json asked = json::array({system(1), msg("user", "one"), msg("assistant", "r1"), msg("user", "two")});
+  Intake in = take(s.conversation, asked, false, false, s.request_messages);
+  ASSERT_EQ(in.conversation.notes.count(3), 1u);
+  const std::string asked_note = in.conversation.notes.at(3);
+  EXPECT_NE(asked_note.find("10:01"), std::string::npos);
+  Conversation stored = in.conversation;
+  const uint64_t stored_request = stored.length;
+  stored.append_reply(call);
+
+  json tool_turn = asked;
+  tool_turn[0] = system(2);
+  tool_turn.push_back(call);
+  tool_turn.push_back(result);
+  in = take(stored, tool_turn, false, false, stored_request);
+  EXPECT_FALSE(in.cause);  // nothing before the tool result changes
+  EXPECT_EQ(in.conversation.notes.at(3), asked_note);
+
+  json retry = asked;
+  retry[0] = system(3);
+  in = take(stored, retry, false, false, stored_request);
+  ASSERT_EQ(in.conversation.notes.count(3), 1u);
+  EXPECT_NE(in.conversation.notes.at(3).find("10:03"), std::string::npos);
+
+  json next = tool_turn;
+  next[0] = system(4);
+  next.push_back(msg("assistant", "done"));
+  next.push_back(msg("user", "three"));
+  in = take(stored, next, false, false, stored_request);
+  ASSERT_EQ(in.conversation.notes.count(7), 1u);
+  EXPECT_NE(in.conversation.notes.at(7).find("10:04"), std::string::npos);
+  EXPECT_EQ(in.conversation.notes.at(3), asked_note);
 }
 
 TEST(IntakeTest, ANamedClientWindowContinuesTheKeptHistoryPastTheDroppedTurns) {
