@@ -23,7 +23,7 @@ SEEDS=${KVGATE_CLIENT_SEEDS:-1}
 CLIENT_RUNS=${KVGATE_CLIENT_RUNS:-16k 16k-plain 32k 32k-plain}
 THREADS=${KVGATE_BENCH_THREADS:-$(nproc)}
 KVGATE="$BUILD/src/cli/kvgate"
-TRACES=../shared/traces
+TRACES=tests/fixtures/traces
 ENGINE_ARGS="-t $THREADS"
 
 log() { printf '[benchmarks] %s\n' "$*" >&2; }
@@ -52,7 +52,7 @@ for step in $STEPS; do
       ;;
     replay)
       for trace in agent-timestamp agent-zh-reasoning; do
-        run "replay-$trace" bench replay "$TRACES/$trace.jsonl" --model "$OUT/models/tiny-qwen3.gguf" \
+        run "replay-$trace" bench replay "$TRACES/$trace.jsonl.zst" --model "$OUT/models/tiny-qwen3.gguf" \
           --engine-args "$ENGINE_ARGS" --ctx 32k --plain-words --out "$OUT/replay-$trace"
       done
       ;;

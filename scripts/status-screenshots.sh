@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Takes the status page screenshots in docs/images/: serves the gateway on the built-in default
 # model (kvgate up, on a free port in 18900-18999, --state-dir none), replays the first 8
-# requests of ../shared/traces/agent-timestamp.jsonl, three short conversations, and a 3-turn one named
-# "review" (X-Session-Id) whose turn 3 edits the first user message, then shoots the page
+# requests of tests/fixtures/traces/agent-timestamp.jsonl.zst, three short conversations, and
+# a 3-turn one named "review" (X-Session-Id) whose turn 3 edits the first user message, then shoots the page
 # with that conversation's turn 3 in the inspector using headless Chromium:
 #   docs/images/status-desktop.png  1280x1980, light
 #   docs/images/status-dark.png     1280x1980, dark (prefers-color-scheme: dark)
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 KVGATE_BIN="${KVGATE_BIN:-build/src/cli/kvgate}"
 CHROMIUM="${CHROMIUM:-chromium}"
-trace=../shared/traces/agent-timestamp.jsonl
+trace=tests/fixtures/traces/agent-timestamp.jsonl.zst
 out=docs/images
 
 log() { printf '[screenshots] %s\n' "$*" >&2; }
@@ -66,6 +66,7 @@ chat() { curl -sS --fail-with-body --max-time 300 -H 'Content-Type: application/
            --data-binary @- "$base/v1/chat/completions"; }
 
 log "replaying the first 8 requests of $trace"
+zstd -dcq "$trace" >"$tmp/trace.jsonl"
 python3 -c '
 import json, sys
 n = 0
@@ -79,7 +80,7 @@ for line in open(sys.argv[1], encoding="utf-8"):
     n += 1
     if n == 8:
         break
-' "$trace" >"$tmp/replay.jsonl"
+' "$tmp/trace.jsonl" >"$tmp/replay.jsonl"
 while IFS= read -r body; do
   printf '%s' "$body" | chat >/dev/null
 done <"$tmp/replay.jsonl"

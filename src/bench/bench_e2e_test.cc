@@ -127,7 +127,7 @@ TEST_F(BenchE2eTest, PrefillMeasuresExactlyTheSizesAskedWithoutCache) {
 }
 
 TEST_F(BenchE2eTest, ReplayDirectVsGatewayOnASmallContext) {
-  auto trace = load_trace(fs::path(KVGATE_SOURCE_DIR) / "../shared/traces/agent-timestamp.jsonl", 6);
+  auto trace = load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 6);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   constexpr uint64_t kContext = 4096;
   ReplayOptions o;

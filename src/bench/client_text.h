@@ -1,7 +1,7 @@
 // Material for simulated agent clients (client_sim.h): a seeded random source, flavoured text
 // of a requested size in tokens, and the ids and clock values agents put into their messages.
 //
-// Text kinds follow the shared agent traces (../shared/traces/): English prose over an agent's
+// Text kinds follow the shared agent traces (tests/fixtures/traces/): English prose over an agent's
 // working vocabulary, code-like lines (C-family statements, comments, indentation), log-like
 // lines (clock time, level, component, a sentence) and Chinese prose. Each kind has its own
 // density: make_text() writes about `tokens` tokens by writing tokens × bytes_per_token(kind)

@@ -1,6 +1,12 @@
 #include "bench/trace.h"
 
 #include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string_view>
+
+#include <zstd.h>
 
 #include <fmt/format.h>
 
@@ -8,11 +14,47 @@ namespace kvgate::bench {
 
 using nlohmann::json;
 
-Result<Trace> load_trace(const std::filesystem::path& path, size_t max_turns) {
+namespace {
+
+// zstd frames begin with these four bytes (RFC 8878, section 3.1.1).
+constexpr std::string_view kZstdMagic = "\x28\xb5\x2f\xfd";
+
+Result<std::string> decompress_zstd(const std::string& packed, const std::filesystem::path& path) {
+  std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> stream(ZSTD_createDStream(), ZSTD_freeDStream);
+  if (!stream) return Error("out of memory for the zstd decoder");
+  std::string text;
+  std::string chunk(ZSTD_DStreamOutSize(), '\0');
+  ZSTD_inBuffer in{packed.data(), packed.size(), 0};
+  size_t last = 0;
+  while (in.pos < in.size) {
+    ZSTD_outBuffer out{chunk.data(), chunk.size(), 0};
+    last = ZSTD_decompressStream(stream.get(), &out, &in);
+    if (ZSTD_isError(last) != 0U)
+      return Error(fmt::format("trace {}: zstd: {}", path.string(), ZSTD_getErrorName(last)));
+    text.append(chunk.data(), out.pos);
+  }
+  if (last != 0) return Error(fmt::format("trace {}: the zstd stream is truncated", path.string()));
+  return text;
+}
+
+// The file's text; a zstd-compressed file (recognised by its magic, whatever its name) is
+// decompressed.
+Result<std::string> read_trace_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot open trace {}", path.string()));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.starts_with(kZstdMagic)) return decompress_zstd(bytes, path);
+  return bytes;
+}
+
+}  // namespace
+
+Result<Trace> load_trace(const std::filesystem::path& path, size_t max_turns) {
+  auto text = read_trace_text(path);
+  if (!text.ok()) return text.error();
+  std::istringstream in(std::move(*text));
   Trace t;
-  t.name = path.stem().string();
+  t.name = (path.extension() == ".zst" ? path.stem() : path).stem().string();
   std::string line;
   size_t line_no = 0;
   while (std::getline(in, line)) {

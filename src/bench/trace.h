@@ -1,6 +1,7 @@
-// Agent traces for kvgate bench replay (format: ../shared/traces/README.md): JSONL whose
-// first line may be {"_meta": {...}}, then one complete OpenAI chat-completions request
-// body per line, as the agent sent it on that turn (the whole history every time).
+// Agent traces for kvgate bench replay (format: tests/fixtures/traces/README.md): JSONL, plain
+// or zstd-compressed, whose first line may be {"_meta": {...}}, then one complete OpenAI
+// chat-completions request body per line, as the agent sent it on that turn (the whole
+// history every time).
 //
 // live_history() builds the messages of a turn in --live mode: the history the client sent
 // last turn, then what the trace adds this turn, with the trace's assistant reply to the

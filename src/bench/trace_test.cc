@@ -55,8 +55,8 @@ TEST(TraceTest, ErrorsNameTheLine) {
 }
 
 TEST(TraceTest, SharedTracesGrowTurnByTurn) {
-  for (const char* name : {"agent-timestamp.jsonl", "agent-zh-reasoning.jsonl"}) {
-    auto t = load_trace(std::filesystem::path(KVGATE_SOURCE_DIR) / "../shared/traces" / name);
+  for (const char* name : {"agent-timestamp.jsonl.zst", "agent-zh-reasoning.jsonl.zst"}) {
+    auto t = load_trace(std::filesystem::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces" / name);
     ASSERT_TRUE(t.ok()) << t.error().message();
     EXPECT_EQ(t->turns.size(), 40U) << name;
     EXPECT_EQ(t->meta["turns"], 40) << name;

@@ -80,7 +80,7 @@ TEST_F(BenchCliE2eTest, Prefill) {
 
 TEST_F(BenchCliE2eTest, Replay) {
   const auto out = dir_ / "replay";
-  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/agent-zh-reasoning.jsonl";
+  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
   const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "8k", "--turns", "3",
                         "--plain-words", "--max-tokens", "4", "--live", "--engine-args",
                         "-t " + testing::engine_threads(), "--out", out.string()});
@@ -104,7 +104,7 @@ TEST_F(BenchCliE2eTest, Replay) {
 // is served from the conversation's saved state; straight to the engine it is prefilled again.
 TEST_F(BenchCliE2eTest, ReplayWithRestarts) {
   const auto out = dir_ / "replay-restarts";
-  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/agent-zh-reasoning.jsonl";
+  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
   const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "16k", "--turns", "5",
                         "--restart-every", "2", "--plain-words", "--max-tokens", "4", "--live",
                         "--engine-args", "-t " + testing::engine_threads(), "--out", out.string()});

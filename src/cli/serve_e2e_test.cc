@@ -136,7 +136,7 @@ class ServeE2eTest : public ::testing::Test {
 };
 
 TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
-  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "../shared/traces/agent-timestamp.jsonl", 12);
+  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 12);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   const uint16_t engine_port = free_port();
   start_engine(engine_port, true);

@@ -161,7 +161,7 @@ class StatusPageE2eTest : public ::testing::Test {
 };
 
 TEST_F(StatusPageE2eTest, PanelsShowWhatTheStatusSaysWhileATraceReplays) {
-  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "../shared/traces/agent-timestamp.jsonl", 8);
+  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 8);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   std::atomic<int> failed{0};
   std::atomic<int> sent{0};

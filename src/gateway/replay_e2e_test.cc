@@ -1,13 +1,13 @@
-// Replaying a recorded agent trace (../shared/traces) through kvgate and straight to the
+// Replaying a recorded agent trace (tests/fixtures/traces) through kvgate and straight to the
 // engine: kvgate keeps the prompt prefix stable, so from the second turn on almost every
 // prompt token is served from the engine's KV cache.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <regex>
 
 #include <fmt/format.h>
 
+#include "bench/trace.h"
 #include "testing/fork_param.h"
 #include "testing/gateway_e2e.h"
 
@@ -19,14 +19,10 @@ using testing::Engine;
 using testing::Front;
 
 std::vector<json> load_trace(const std::string& name, size_t turns) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/../shared/traces/" + name);
-  std::vector<json> out;
-  std::string line;
-  std::getline(in, line);  // {"_meta": ...}
-  while (out.size() < turns && std::getline(in, line)) {
-    if (!line.empty()) out.push_back(json::parse(line));
-  }
-  return out;
+  const std::string path = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/" + name + ".zst";
+  auto trace = bench::load_trace(path, turns);
+  if (!trace.ok()) ADD_FAILURE() << trace.error().message();
+  return trace.ok() ? std::move(trace->turns) : std::vector<json>{};
 }
 
 // The engine's own counters: prompt tokens it computed and prompt tokens it reused (ik does

@@ -1,7 +1,6 @@
 // The engines the end-to-end tests run against: the pinned mainline build always, and a real
-// ik_llama.cpp build when $KVGATE_IK_SERVER names one (scripts/test.sh sets it from
-// ../shared/engines/ when that folder is there; a machine without it skips the ik cases with
-// kIkAbsent as the reason). Test support only: production code never reads this variable.
+// ik_llama.cpp build when $KVGATE_IK_SERVER names one (a machine without one skips the ik
+// cases with kIkAbsent as the reason). Test support only: production code never reads it.
 #pragma once
 
 #include <cstdlib>
@@ -14,8 +13,7 @@
 namespace kvgate::testing {
 
 inline constexpr const char* kIkAbsent =
-    "no ik_llama.cpp build to test against: set KVGATE_IK_SERVER=/path/to/ik_llama.cpp/bin/llama-server "
-    "(scripts/test.sh sets it from ../shared/engines/ik_llama.cpp-*/ when present)";
+    "no ik_llama.cpp build to test against: set KVGATE_IK_SERVER=/path/to/ik_llama.cpp/bin/llama-server";
 
 // The ik_llama.cpp llama-server named by $KVGATE_IK_SERVER, if it is an existing file.
 inline std::optional<std::filesystem::path> ik_server_under_test() {
