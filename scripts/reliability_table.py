@@ -57,15 +57,19 @@ def faults_table(records):
         r = records[k]
         rows.append("| " + " | ".join(cell(x) for x in [
             k, r.get("fault", ""), r.get("expected", ""), f"`{r.get('test', '')}`", r.get("faults", ""),
-            client_summary(r.get("client")), measured(r), r.get("sessions_lost", ""), r.get("crashes", ""),
+            client_summary(r.get("client")), measured(r), r.get("sessions_lost", "—"), r.get("crashes", "—"),
             r.get("result", "")]) + " |")
     total_faults = sum(int(r.get("faults", 0) or 0) for r in records.values() if isinstance(r.get("faults", 0), int))
-    lost = sum(int(r.get("sessions_lost", 0) or 0) for r in records.values())
-    crashes = sum(int(r.get("crashes", 0) or 0) for r in records.values())
     passed = sum(1 for r in records.values() if r.get("result") == "pass")
+
+    def counted(key):  # the sum over the records that count `key`, and how many do
+        values = [int(r[key]) for r in records.values() if isinstance(r.get(key), (int, float))]
+        return f"{sum(values)} (counted in {len(values)} of {len(records)} cases)"
+
     rows.append("")
     rows.append(f"Totals: {len(records)} cases, {passed} passed; {total_faults} faults injected; "
-                f"sessions lost {lost}; crashes {crashes}.")
+                f"sessions lost {counted('sessions_lost')}; crashes {counted('crashes')}. "
+                "— : the case does not count it.")
     return "\n".join(rows)
 
 

@@ -138,10 +138,7 @@ TEST(AbuseTest, OversizedInputIsRefusedBeforeItReachesTheEngine) {
        {"expected", "431/414/413/400 in OpenAI format before the body is read; nothing reaches the engine"},
        {"test", "AbuseTest.OversizedInputIsRefusedBeforeItReachesTheEngine"},
        {"faults", 10},
-       {"client", client_json},
-       {"sessions_lost", 0},
-       {"crashes", 0},
-       {"result", "pass"}});
+       {"client", client_json}});
 }
 
 TEST(AbuseTest, SlowClientsAreCutOffAndDoNotStarveOthers) {
@@ -234,10 +231,7 @@ TEST(AbuseTest, SlowClientsAreCutOffAndDoNotStarveOthers) {
        {"client",
         {{"200 good client", 11}, {"closed slow connections", closed}, {"200 newcomer during the flood", 1}}},
        {"measured_ms",
-        {{"good_client_worst_latency", worst}, {"slow_connections_all_closed_after", all_closed_ms}}},
-       {"sessions_lost", 0},
-       {"crashes", 0},
-       {"result", "pass"}});
+        {{"good_client_worst_latency", worst}, {"slow_connections_all_closed_after", all_closed_ms}}}});
 }
 
 TEST(AbuseTest, PathTricksReachNothing) {
@@ -297,10 +291,7 @@ TEST(AbuseTest, PathTricksReachNothing) {
        {"expected", "400/404/405; no route takes a file name; nothing reaches the engine"},
        {"test", "AbuseTest.PathTricksReachNothing"},
        {"faults", tricks.size()},
-       {"client", seen},
-       {"sessions_lost", 0},
-       {"crashes", 0},
-       {"result", "pass"}});
+       {"client", seen}});
 }
 
 // Thousands of sessions without an engine: the table keeps max_sessions in memory, the rest
@@ -377,10 +368,7 @@ TEST(AbuseTest, ThousandsOfSessionsEvictToTheStoreAndComeBack) {
         "as the same session, loaded from the store"},
        {"test", "AbuseTest.ThousandsOfSessionsEvictToTheStoreAndComeBack"},
        {"faults", kSessions},
-       {"client", {{"recognised after eviction", 500}, {"loaded from the store", loaded}}},
-       {"sessions_lost", 0},
-       {"crashes", 0},
-       {"result", "pass"}});
+       {"client", {{"recognised after eviction", 500}, {"loaded from the store", loaded}}}});
 }
 
 // The same through the gateway and the real engine (long suite): 1,000 conversations on a
@@ -462,8 +450,7 @@ TEST(AbuseTest, ThousandsOfConversationsThroughTheEngine) {
        {"client", {{"200", kConversations + kRevisits - failures.load()}, {"loaded from the store", loaded}}},
        {"measured_ms", {{"first_turns", first_pass_s * 1000}}},
        {"rss_growth_mib", static_cast<double>(rss_after - std::min(rss_after, rss_before)) / 1024.0},
-       {"sessions_lost", static_cast<int64_t>(*count) - kConversations},
-       {"crashes", 0},
+       {"sessions_lost", kConversations - std::min<int64_t>(static_cast<int64_t>(*count), kConversations)},
        {"result", loaded == kRevisits && *count == static_cast<uint64_t>(kConversations) ? "pass" : "fail"}});
 }
 

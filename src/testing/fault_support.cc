@@ -1,5 +1,7 @@
 #include "testing/fault_support.h"
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -395,6 +397,13 @@ void record_reliability(const std::string& case_id, json record) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   record["case"] = case_id;
+  // The outcome is the test's own: a failed expectation anywhere in it makes the case fail,
+  // whatever the record says.
+  if (::testing::Test::HasFailure()) {
+    record["result"] = "fail";
+  } else if (!record.contains("result")) {
+    record["result"] = "pass";
+  }
   std::ofstream out(std::filesystem::path(dir) / (case_id + ".json"));
   out << record.dump(2) << "\n";
 }

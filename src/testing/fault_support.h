@@ -150,8 +150,9 @@ bool long_suite_enabled();
   } while (0)
 
 // Writes the measured outcome of one case for the reliability table, when
-// $KVGATE_RELIABILITY_OUT is set. `record` holds at least: case, expected, result, faults,
-// client (status/kind → count), sessions_lost, crashes.
+// $KVGATE_RELIABILITY_OUT is set. `record` holds at least: expected, faults, client
+// (status/kind → count); sessions_lost and crashes only where the test counts them. `result`
+// is "fail" when the running test has failed so far, else the record's own or "pass".
 void record_reliability(const std::string& case_id, nlohmann::json record);
 
 // Resident set size of a process in KiB (0 if unknown).
