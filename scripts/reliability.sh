@@ -45,9 +45,9 @@ status=0
 if [[ $faults == 1 ]]; then
   log "building the suites in $build"
   cmake --build "$build" -j2 --target kvgate gateway_fault_test cli_faults_e2e_test
-  log "running ctest -L faults (long cases included); records in $results"
+  log "running the fault, abuse and load cases (long ones included); records in $results"
   KVGATE_FAULTS=1 KVGATE_RELIABILITY_OUT="$results" \
-    ctest --test-dir "$build" -L faults --output-on-failure -j1 "${extra[@]}" || status=$?
+    ctest --test-dir "$build" -L '^(faults|tier2)$' -R 'Fault|Abuse|UpLoad' --output-on-failure -j1 "${extra[@]}" || status=$?
 fi
 
 if [[ $fuzz_seconds -gt 0 ]]; then

@@ -6,11 +6,14 @@
 #   3. the pinned llama-server engine, built once into ~/.cache/kvgate through
 #      `kvgate engine build` (scripts/engine.sh),
 #   4. the built-in default model (a small synthesized qwen3-shaped GGUF) in the cache,
-#   5. for the test suite: the npm packages the tests use as independent clients (tests/npm),
-#      and the pinned agent CLIs the agents' e2e test runs through kvgate (tests/agents,
-#      ~930 MB; KVGATE_SKIP_AGENTS=1 leaves them out and that test skips).
+#   5. for the test suite: the npm packages the tests use as independent clients (tests/npm);
+#      for the second tier also the pinned agent CLIs the agents' e2e test runs through
+#      kvgate (tests/agents, ~930 MB).
 #
-#   scripts/setup.sh           everything the test suite needs (all targets)
+#   scripts/setup.sh           what the first tier needs (scripts/test.sh): kvgate, its
+#                              default targets (the first tier's tests), the npm clients
+#   scripts/setup.sh --long    everything the second tier needs (scripts/test-long.sh): all
+#                              targets and the agent CLIs
 #   scripts/setup.sh --serve   only what serving needs: the `kvgate` binary, no tests
 #
 # Debian 12 is what it is tested on. Ubuntu 22.04 / 24.04 (and JetPack 6 / 7 on Jetson,
@@ -23,11 +26,15 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 mode=all
+long=0
 case "${1:-}" in
   --serve) mode=serve ;;
+  --long) long=1 ;;
   "") ;;
-  *) log "unknown argument '$1' (use --serve or nothing)"; exit 2 ;;
+  *) log "unknown argument '$1' (use --serve, --long or nothing)"; exit 2 ;;
 esac
+PHASE_TAG=setup
+source scripts/phases.sh
 
 # The distribution and release, from /etc/os-release; a Jetson says so in /etc/nv_tegra_release.
 os_id=debian os_version=12
@@ -62,6 +69,7 @@ packages=("${serve_packages[@]}")
 # npm fetches the pinned engine's source (and, for the tests, the client packages).
 command -v npm >/dev/null || packages+=(nodejs npm)
 
+phase "packages"
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -75,16 +83,21 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+source scripts/build-env.sh
 if [[ "$mode" == all ]]; then
-  log "building kvgate and its tests (build/)"
+  phase "building kvgate and its tests (build/)"
   cmake --preset default -DKVGATE_BUILD_TESTS=ON >/dev/null
   cmake --build build -j "$(nproc)"
+  # The second tier's own binaries are not in the default build (EXCLUDE_FROM_ALL).
+  if [[ $long == 1 ]]; then cmake --build build -j "$(nproc)" --target tier2_tests; fi
 else
+  phase "building kvgate"
   log "building kvgate (build/, the kvgate binary only)"
   cmake --preset default -DKVGATE_BUILD_TESTS=OFF >/dev/null
   cmake --build build -j "$(nproc)" --target kvgate
 fi
 
+phase "engine"
 if [[ -z "${KVGATE_SERVER:-}" ]]; then
   engine_dir=$(KVGATE_BIN="$PWD/build/src/cli/kvgate" scripts/engine.sh)
   log "engine: $engine_dir/bin/llama-server"
@@ -94,6 +107,7 @@ fi
 
 # Independent clients used by the tests (the npm GGUF parser, the official OpenAI client),
 # pinned by tests/npm/package-lock.json.
+phase "npm clients and the default model"
 if [[ "$mode" == all && ( ! -d tests/npm/node_modules || tests/npm/package-lock.json -nt tests/npm/node_modules ) ]]; then
   log "installing test clients from the npm registry (tests/npm)"
   npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error >&2
@@ -101,7 +115,7 @@ fi
 
 # The pinned agent CLIs (Claude Code, Codex, Qwen Code) for src/cli/agents_e2e_test.cc.
 # npm install, not npm ci: see tests/fixtures/agents/README.md ("Installing the CLIs").
-if [[ "$mode" == all && "${KVGATE_SKIP_AGENTS:-0}" != 1 &&
+if [[ $long == 1 && "${KVGATE_SKIP_AGENTS:-0}" != 1 &&
       ( ! -d tests/agents/node_modules || tests/agents/package-lock.json -nt tests/agents/node_modules ) ]]; then
   log "installing the pinned agent CLIs from the npm registry (tests/agents, ~930 MB)"
   npm install --prefix tests/agents --no-audit --no-fund --loglevel=error >&2
