@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/request_checks.h"
 #include "gateway/request_limits.h"
 #include "rescue/relaxed_json.h"
 
@@ -193,6 +194,11 @@ ApiStatus validate_chat_body(const json& body) {
   for (const char* key : {"model", "user"}) {
     auto it = body.find(key);
     if (it != body.end() && !it->is_string() && !it->is_null()) return wrong_type(key, "a string", *it);
+  }
+  // The fields that name a conversation are ids kvgate keeps (request_checks.h).
+  for (const char* key : {"user", "prompt_cache_key"}) {
+    auto it = body.find(key);
+    if (it != body.end() && it->is_string()) KV_TRY(check_client_id(it->get_ref<const std::string&>(), key));
   }
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null() && !so->is_object()) {
     return wrong_type("stream_options", "an object", *so);

@@ -3,8 +3,9 @@
 // parse_chat_request() turns a request body into a ChatRequest, or the ApiError (400) that
 // names the offending field ("messages[3].role must be one of ..."). Validation covers what
 // kvgate itself relies on (messages and their roles and content shapes, stream, n, token
-// limits, tools, session hints); other fields pass through to the engine untouched, which
-// validates its own parameters (its errors are relayed in the same format).
+// limits, tools, session hints as ids, request_checks.h); other fields pass through to the
+// engine untouched, which validates its own parameters (its errors are relayed in the same
+// format).
 #pragma once
 
 #include <cstdint>

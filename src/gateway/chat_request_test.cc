@@ -152,3 +152,24 @@ TEST(ChatRequestTest, MalformedBytesAndNumbersAre400sNamingTheField) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// The fields that name a conversation are ids kvgate keeps (request_checks.h).
+TEST(ChatRequestTest, ConversationIdsInTheBodyAreChecked) {
+  const std::string msg = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_FALSE(parse(msg + R"("user":"agent-1","prompt_cache_key":"cache/7"})"));
+  for (const char* field : {"user", "prompt_cache_key"}) {
+    for (const std::string& value : {std::string(R"("u\u0001x")"), std::string(R"("\u001b[2J")"),
+                                     "\"" + std::string(1025, 'u') + "\""}) {
+      auto err = parse(msg + "\"" + field + "\":" + value + "}");
+      ASSERT_TRUE(err) << field << " " << value.substr(0, 20);
+      EXPECT_EQ(err->param, std::string(field));
+      EXPECT_EQ(err->code, "invalid_id");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

@@ -11,6 +11,7 @@
 #include "gateway/engine_errors.h"
 #include "gateway/messages_api.h"
 #include "gateway/reply.h"
+#include "gateway/request_checks.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
@@ -152,6 +153,7 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
     path_known = true;
     if (request.method != r.method) continue;
     if (r.needs_key && !authorised(request)) break;
+    KV_TRY(check_request_head(request));
     return Routed{r.route};
   }
   if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
