@@ -469,7 +469,7 @@ void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
                {"session_store", !store_ ? "none" : store_failing_.load() ? "failing" : "ok"}};
   HeaderList headers = kJson;
   if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
-  writer.send(ep.available ? 200 : 503, headers, body.dump());
+  writer.send(ep.available ? 200 : 503, headers, util::json_text(body));
 }
 
 void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {
