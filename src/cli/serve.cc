@@ -475,10 +475,7 @@ int run_serve(int argc, char** argv) {
               : std::function<void(bool)>());
   }
 
-  http::HttpServerOptions http;
-  http.host = cfg.listen.host;
-  http.port = cfg.listen.port;
-  http.max_body_bytes = cfg.max_body_bytes;
+  http::HttpServerOptions http = front_options(cfg);
   gateway::Gateway& first = *members.front()->gateway;
   http.head_check = [&first](const http::HttpRequest& head) { return first.check_head(head); };
   http::HttpServer front(http,

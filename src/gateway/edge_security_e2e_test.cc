@@ -204,5 +204,33 @@ TEST_F(EdgeSecurityE2eTest, HostileIdsAre400ForTheirSenderOnly) {
   EXPECT_GT(records, 0u) << "the other clients' states were saved as the slot changed hands";
 }
 
+// DNS rebinding: a page of evil.example whose name came to resolve to 127.0.0.1 sends its
+// requests with Host: evil.example. Only the names this gateway is known by are answered.
+TEST_F(EdgeSecurityE2eTest, HostMustBeANameThisGatewayIsKnownBy) {
+  auto f = front();
+  const std::string body = chat("hello").dump();
+  auto post = [&](testing::Front& gw, const std::string& host) {
+    return raw_request(gw.port(), "POST", "/v1/chat/completions",
+                       fmt::format("Host: {}\r\nContent-Type: application/json\r\n", host), body);
+  };
+  const std::string port = std::to_string(f->port());
+  const RawAnswer evil = post(*f, "evil.example:" + port);
+  EXPECT_EQ(evil.status, 403) << evil.raw.substr(0, 400);
+  EXPECT_NE(error_text(evil.body).find("--allow-host"), std::string::npos) << evil.raw.substr(0, 400);
+  for (const std::string& host : {"127.0.0.1:" + port, "localhost:" + port, std::string("LOCALHOST"), "[::1]:" + port}) {
+    const RawAnswer ok = post(*f, host);
+    EXPECT_EQ(ok.status, 200) << host << ": " << ok.raw.substr(0, 300);
+  }
+  // Names the operator adds (--allow-host), and the list opened deliberately ('*').
+  auto models = [](testing::Front& gw, const std::string& host) {
+    return raw_request(gw.port(), "GET", "/v1/models", fmt::format("Host: {}\r\n", host)).status;
+  };
+  auto named = front({.allowed_hosts = {"gpu-box.lan"}});
+  EXPECT_EQ(models(*named, "gpu-box.lan:" + std::to_string(named->port())), 200);
+  EXPECT_EQ(models(*named, "evil.example"), 403);
+  auto any = front({.allowed_hosts = {"*"}});
+  EXPECT_EQ(models(*any, "evil.example:" + std::to_string(any->port())), 200);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
