@@ -232,5 +232,46 @@ TEST_F(EdgeSecurityE2eTest, HostMustBeANameThisGatewayIsKnownBy) {
   EXPECT_EQ(models(*any, "evil.example:" + std::to_string(any->port())), 200);
 }
 
+// A page of another site can POST a body without asking first only as text/plain, a form or
+// with no type at all; kvgate's JSON routes refuse those (415) instead of running them.
+TEST_F(EdgeSecurityE2eTest, JsonRoutesRefuseBodiesOfOtherTypes) {
+  auto f = front();
+  auto post = [&](const std::string& path, const std::string& headers, const std::string& body) {
+    return raw_request(f->port(), "POST", path, "Host: 127.0.0.1\r\nX-Session-Id: content-type\r\n" + headers, body);
+  };
+  const std::string chat_body = chat("hello").dump();
+  const std::vector<std::pair<std::string, std::string>> routes = {
+      {"/v1/chat/completions", chat_body},
+      {"/v1/completions", R"({"prompt":"hello","max_tokens":2})"},
+      {"/v1/messages", message("hello").dump()},
+      {"/v1/messages/count_tokens", message("hello").dump()},
+      {"/v1/responses", response("hello").dump()},
+      {"/v1/responses/input_tokens", response("hello").dump()},
+      {"/tokenize", R"({"content":"hello"})"},
+      {"/detokenize", R"({"tokens":[1,2]})"},
+      {"/apply-template", R"({"messages":[{"role":"user","content":"hello"}]})"},
+      {"/kvgate/v1/sessions/open~content-type/compact", "{}"},
+  };
+  for (const auto& [path, body] : routes) {
+    for (const char* type : {"text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                             "multipart/form-data; boundary=x"}) {
+      const RawAnswer a = post(path, fmt::format("Content-Type: {}\r\n", type), body);
+      EXPECT_EQ(a.status, 415) << path << " " << type << ": " << a.raw.substr(0, 300);
+      EXPECT_NE(error_text(a.body).find("application/json"), std::string::npos) << a.raw.substr(0, 300);
+    }
+    // A browser always sends Origin with a POST: then the type must be there.
+    EXPECT_EQ(post(path, "Origin: https://evil.example\r\n", body).status, 415) << path;
+  }
+  // Nothing of them ran: no conversation was made.
+  EXPECT_EQ(f->client().Get("/kvgate/v1/sessions/open~content-type")->status, 404);
+  for (const char* type : {"application/json", "application/json; charset=utf-8", "Application/JSON",
+                           "application/vnd.kvgate+json"}) {
+    EXPECT_EQ(post("/v1/chat/completions", fmt::format("Content-Type: {}\r\n", type), chat_body).status, 200) << type;
+  }
+  // No type from a client that is no browser (Python's requests.post(data=...)): accepted.
+  EXPECT_EQ(post("/v1/chat/completions", "", chat_body).status, 200);
+  EXPECT_EQ(post("/tokenize", "", R"({"content":"hello"})").status, 200);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

@@ -153,7 +153,8 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
     path_known = true;
     if (request.method != r.method) continue;
     if (r.needs_key && !authorised(request)) break;
-    KV_TRY(check_request_head(request));
+    // Every POST route reads a JSON body (request_checks.h).
+    KV_TRY(check_request_head(request, request.method == "POST"));
     return Routed{r.route};
   }
   if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
