@@ -273,5 +273,38 @@ TEST_F(EdgeSecurityE2eTest, JsonRoutesRefuseBodiesOfOtherTypes) {
   EXPECT_EQ(post("/tokenize", "", R"({"content":"hello"})").status, 200);
 }
 
+// Alternatives per token: at most 20, as OpenAI's API allows (a million made the engine list
+// a million per generated token).
+TEST_F(EdgeSecurityE2eTest, AlternativesPerTokenAreBounded) {
+  auto f = front();
+  auto c = f->client();
+  auto asked = [](json body, const std::string& key, json value) {
+    body[key] = std::move(value);
+    return body;
+  };
+  json logprobs = asked(chat("hello", 8), "logprobs", true);
+  for (const auto& [path, body, param] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"/v1/chat/completions", asked(logprobs, "top_logprobs", 1000000), "top_logprobs"},
+           {"/v1/chat/completions", asked(logprobs, "top_logprobs", 21), "top_logprobs"},
+           {"/v1/chat/completions", asked(logprobs, "top_logprobs", -1), "top_logprobs"},
+           {"/v1/chat/completions", asked(chat("hello", 8), "n_probs", 1000000), "n_probs"},
+           {"/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 8}, {"n_probs", 1000000}}, "n_probs"},
+           {"/v1/completions", json{{"prompt", "hello"}, {"max_tokens", 8}, {"logprobs", 1000000}}, "logprobs"},
+       }) {
+    const auto a = testing::post_json(c, path, body);
+    EXPECT_EQ(a.status, 400) << path << " " << param << ": " << a.raw.substr(0, 300);
+    EXPECT_EQ(param_of(a.body), param) << a.raw.substr(0, 300);
+    EXPECT_NE(error_text(a.body).find("from 0 to 20"), std::string::npos) << a.raw.substr(0, 300);
+  }
+  const auto five = testing::post_json(c, "/v1/chat/completions", asked(logprobs, "top_logprobs", 5));
+  ASSERT_EQ(five.status, 200) << five.raw.substr(0, 300);
+  const json& tokens = five.body["choices"][0]["logprobs"]["content"];
+  ASSERT_TRUE(tokens.is_array()) << five.raw.substr(0, 600);
+  EXPECT_GT(tokens.size(), 0u);
+  for (const auto& t : tokens) EXPECT_EQ(t["top_logprobs"].size(), 5u) << t;
+  const auto twenty = testing::post_json(c, "/v1/chat/completions", asked(logprobs, "top_logprobs", 20));
+  EXPECT_EQ(twenty.status, 200) << twenty.raw.substr(0, 300);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
