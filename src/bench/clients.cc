@@ -192,7 +192,7 @@ void save_failed(const ClientsOptions& o, const std::string& name, const ClientT
   const json record = {{"run", name},        {"client", r.client},         {"turn", r.turn},
                        {"status", r.status}, {"result", failure_name(r.failure)}, {"error", r.error},
                        {"request", body}};
-  (void)dir->write(fmt::format("{}-c{}-t{}.json", name, r.client, r.turn), record.dump(1) + "\n");
+  (void)dir->write(fmt::format("{}-c{}-t{}.json", name, r.client, r.turn), util::json_text(record, 1) + "\n");
 }
 
 // The engines of a run_clients call: one per run, or with reuse_engines one per slot count.

@@ -3,6 +3,7 @@
 
 #include "bench/clients.h"
 #include "bench/csv.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -217,7 +218,7 @@ Status write_clients(const ClientsReport& r, OutputDir& out) {
   }
   KV_TRY(out.write("clients_runs.csv", runs.text()));
   KV_TRY(out.write("clients_turns.csv", turns.text()));
-  KV_TRY(out.write("clients.json", to_json(r).dump(1) + "\n"));
+  KV_TRY(out.write("clients.json", util::json_text(to_json(r), 1) + "\n"));
   return {};
 }
 
@@ -225,7 +226,7 @@ std::string clients_text(const ClientsReport& r) {
   std::string s = fmt::format("clients: {} turns per client, context {}, watermarks {}/{}, seeds {}, plain words {}\n",
                               r.options.value("turns", 0), r.options.value("context", 0),
                               r.options.value("high_watermark", 0), r.options.value("low_watermark", 0),
-                              r.options["seeds"].dump(), r.options.value("plain_words", false) ? "on" : "off");
+                              util::json_text(r.options["seeds"]), r.options.value("plain_words", false) ? "on" : "off");
   s += fmt::format("  {:<16} {:<7} {:>4} {:>6} {:>7} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>9} {:>10}\n", "behaviour",
                    "path", "runs", "turns", "failed", "compact", "ratio", "bound", "steady", "engine", "g", "sess/conv",
                    "violations");

@@ -1,4 +1,5 @@
 #include "bench/failure.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -36,7 +37,7 @@ Failure classify_failure(int status, const std::string& transport_error, const j
   }
   const bool has_error = !e.is_null() && !(e.is_object() && e.empty());
   if (status < 400 && !has_error) return {};
-  if (message.empty()) message = has_error ? e.dump() : "HTTP " + std::to_string(status);
+  if (message.empty()) message = has_error ? util::json_text(e) : "HTTP " + std::to_string(status);
   if (type == "exceed_context_size_error" || code == "context_length_exceeded" ||
       message.find("exceeds the available context size") != std::string::npos ||
       message.find("larger than the max context size") != std::string::npos) {

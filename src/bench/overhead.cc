@@ -12,6 +12,7 @@
 #include "bench/local_gateway.h"
 #include "bench/timing_upstream.h"
 #include "gateway/reply.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -72,8 +73,8 @@ Result<LatencyCase> latency_case(std::string name, HttpClient& direct, HttpClien
                                  const ProgressFn& progress) {
   LatencyCase c;
   c.name = std::move(name);
-  const std::string gw_body = client_body.dump();
-  const std::string direct_body = as_gateway_sends(client_body).dump();
+  const std::string gw_body = util::json_text(client_body);
+  const std::string direct_body = util::json_text(as_gateway_sends(client_body));
   const bool stream = client_body.value("stream", false);
   c.request_bytes = gw_body.size();
   for (int i = 0; i < warmup + reps; ++i) {
@@ -142,8 +143,8 @@ Result<StreamCase> stream_case(HttpClient& direct, HttpClient& gw, TimingUpstrea
       {"stream", true},
       {"stream_options", {{"include_usage", true}}},
       {"logit_bias", bias}};
-  const std::string gw_body = client_body.dump();
-  const std::string direct_body = as_gateway_sends(client_body).dump();
+  const std::string gw_body = util::json_text(client_body);
+  const std::string direct_body = util::json_text(as_gateway_sends(client_body));
   std::vector<double> events;
   for (int i = 0; i < o.warmup + o.stream_reps; ++i) {
     if (progress)
@@ -196,14 +197,14 @@ json large_messages(uint64_t bytes) {
   std::uniform_int_distribution<size_t> pick(0, std::size(kLongWords) - 1);
   json messages =
       json::array({{{"role", "system"}, {"content", "You are a careful assistant. Answer briefly."}}});
-  uint64_t size = messages.dump().size();  // the words need no escaping: sizes add up exactly
+  uint64_t size = util::json_text(messages).size();  // the words need no escaping: sizes add up exactly
   int turn = 0;
   while (size < bytes) {
     std::string text;
     const uint64_t want = std::min<uint64_t>(16384, bytes - size + 64);
     while (text.size() < want) text += kLongWords[pick(rng)];
     json m = {{"role", turn % 2 == 0 ? "user" : "assistant"}, {"content", std::move(text)}};
-    size += m.dump().size() + 1;
+    size += util::json_text(m).size() + 1;
     messages.push_back(std::move(m));
     ++turn;
   }

@@ -6,6 +6,7 @@
 #include "bench/csv.h"
 #include "bench/overhead.h"
 #include "bench/svg_chart.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -120,7 +121,7 @@ Status write_overhead(const OverheadReport& r, OutputDir& out) {
     }
     KV_TRY(out.write("overhead_events.csv", events.text()));
   }
-  KV_TRY(out.write("overhead.json", to_json(r).dump(2) + "\n"));
+  KV_TRY(out.write("overhead.json", util::json_text(to_json(r), 2) + "\n"));
   KV_TRY(out.write("overhead.svg", chart(r)));
   return {};
 }

@@ -11,6 +11,7 @@
 
 #include "bench/engine_queries.h"
 #include "bench/stats.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace kvgate::bench {
@@ -56,7 +57,7 @@ struct Completion {
 
 Result<Completion> complete(HttpClient& engine, const std::vector<int64_t>& prompt, bool cache) {
   const json body = {{"prompt", prompt}, {"n_predict", 1}, {"cache_prompt", cache}, {"temperature", 0}};
-  const auto a = engine.post("/completion", body.dump());
+  const auto a = engine.post("/completion", util::json_text(body));
   if (a.status == 0)
     return Error(fmt::format("POST /completion ({} tokens): {}", prompt.size(), a.transport_error));
   if (a.status != 200) {

@@ -8,6 +8,7 @@
 #include "bench/csv.h"
 #include "bench/prefill.h"
 #include "bench/svg_chart.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace kvgate::bench {
@@ -128,7 +129,7 @@ Status write_prefill(const PrefillReport& r, OutputDir& out) {
   }
   KV_TRY(out.write("prefill.csv", points.text()));
   KV_TRY(out.write("prefill_runs.csv", runs.text()));
-  KV_TRY(out.write("prefill.json", to_json(r).dump(2) + "\n"));
+  KV_TRY(out.write("prefill.json", util::json_text(to_json(r), 2) + "\n"));
   KV_TRY(out.write("prefill.svg", chart(r)));
   return {};
 }

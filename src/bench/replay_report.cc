@@ -6,6 +6,7 @@
 #include "bench/csv.h"
 #include "bench/replay.h"
 #include "bench/svg_chart.h"
+#include "util/json.h"
 
 namespace kvgate::bench {
 
@@ -209,7 +210,7 @@ Status write_replay(const ReplayReport& r, OutputDir& out) {
     }
   }
   KV_TRY(out.write("replay.csv", csv.text()));
-  KV_TRY(out.write("replay.json", to_json(r).dump(2) + "\n"));
+  KV_TRY(out.write("replay.json", util::json_text(to_json(r), 2) + "\n"));
   KV_TRY(out.write("replay.svg", chart(r)));
   return {};
 }

@@ -32,6 +32,7 @@
 #include "plan/engine_quirks.h"
 #include "plan/fit.h"
 #include "plan/model_desc.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/units.h"
 
@@ -117,7 +118,7 @@ int prefill(const TargetArgs& t, const std::string& ctx, int reps, double cliff_
   if (target->owned) report->engine["command"] = target->owned->command_line();
   if (auto st = bench::write_prefill(*report, *out); !st) return fail("prefill", st.error().message());
   if (json) {
-    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+    std::printf("%s\n", util::json_text(bench::to_json(*report), 2).c_str());
   } else {
     std::fputs(bench::prefill_text(*report).c_str(), stdout);
     list_written(*out);
@@ -258,7 +259,7 @@ int replay(const ReplayArgs& a, const std::string& out_dir, bool json) {
   if (!report) return fail("replay", report.error().message());
   if (auto st = bench::write_replay(*report, *out); !st) return fail("replay", st.error().message());
   if (json) {
-    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+    std::printf("%s\n", util::json_text(bench::to_json(*report), 2).c_str());
   } else {
     std::fputs(bench::replay_text(*report).c_str(), stdout);
     list_written(*out);
@@ -321,7 +322,7 @@ int clients(const ClientsArgs& a, const std::string& out_dir, bool json) {
   if (!report) return fail("clients", report.error().message());
   if (auto st = bench::write_clients(*report, *out); !st) return fail("clients", st.error().message());
   if (json) {
-    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+    std::printf("%s\n", util::json_text(bench::to_json(*report), 2).c_str());
   } else {
     std::fputs(bench::clients_text(*report).c_str(), stdout);
     list_written(*out);
@@ -353,7 +354,7 @@ int overhead(const TargetArgs& t, const bench::OverheadOptions& o, const std::st
   if (target->owned) report->engine["command"] = target->owned->command_line();
   if (auto st = bench::write_overhead(*report, *out); !st) return fail("overhead", st.error().message());
   if (json) {
-    std::printf("%s\n", bench::to_json(*report).dump(2).c_str());
+    std::printf("%s\n", util::json_text(bench::to_json(*report), 2).c_str());
   } else {
     std::fputs(bench::overhead_text(*report).c_str(), stdout);
     list_written(*out);

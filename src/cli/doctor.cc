@@ -28,6 +28,7 @@
 #include "cli/plan_report.h"
 #include "device/facts.h"
 #include "engine/verify.h"
+#include "util/json.h"
 
 namespace kvgate::cli {
 namespace {
@@ -286,7 +287,7 @@ int report_device_only(const device::Facts& dev, bool as_json) {
     j["kvgate"] = "doctor";
     j["schema"] = 1;
     j["device"] = device_json(dev);
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", util::json_text(j, 2).c_str());
   } else {
     std::fputs(device::format_report(dev).c_str(), stdout);
   }
@@ -423,7 +424,7 @@ int run_doctor(int argc, char** argv) {
     j["verified"] = result.verified;
     j["ok"] = !result.has_errors();
     j["device"] = device_json(*dev);
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", util::json_text(j, 2).c_str());
     return result.has_errors() ? kExitFailure : kExitOk;
   }
 

@@ -29,6 +29,7 @@
 #include "cli/command.h"
 #include "device/facts.h"
 #include "engine/running_instance.h"
+#include "util/json.h"
 #include "util/subprocess.h"
 #include "util/units.h"
 
@@ -322,7 +323,7 @@ Result<fs::path> build_and_record(const engine::SourceTree& tree, const device::
   if (auto v = capture({binary.string(), "--version"}, std::chrono::seconds(30))) version = v->output;
   auto record = engine::build_record(tree, device, plan, version, utc_now());
   record["build_minutes"] = minutes;
-  KV_TRY(write_atomically(out / "BUILD.json", record.dump(2) + "\n"));
+  KV_TRY(write_atomically(out / "BUILD.json", util::json_text(record, 2) + "\n"));
   say(fmt::format("built {} in {:.1f} min; record: {}", binary.string(), minutes,
                   (out / "BUILD.json").string()));
   return binary;

@@ -44,4 +44,13 @@ gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& 
   return go;
 }
 
+http::HttpServerOptions front_options(const UpConfig& cfg) {
+  http::HttpServerOptions http;
+  http.host = cfg.listen.host;
+  http.port = cfg.listen.port;
+  http.max_body_bytes = cfg.max_body_bytes;
+  http.allowed_hosts = cfg.allowed_hosts;
+  return http;
+}
+
 }  // namespace kvgate::cli

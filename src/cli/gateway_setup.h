@@ -1,6 +1,6 @@
 // The gateway's options from `kvgate up`'s and `kvgate serve`'s resolved options and what is
 // known of the engine behind it (its slot context, slots, fork, longest token): one place for
-// the watermark arithmetic and the defaults both commands share.
+// the watermark arithmetic and the defaults both commands share; and its HTTP front's.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 
 #include "cli/up_options.h"
 #include "gateway/gateway.h"
+#include "http/http_server.h"
 #include "plan/server_settings.h"
 
 namespace kvgate::cli {
@@ -25,5 +26,8 @@ struct EngineShape {
 // The high watermark: --high-watermark (tokens, or a fraction of the slot), else the
 // planner's safe cap of the slot; the low one a fraction of it.
 gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& engine);
+
+// The gateway's HTTP front (without its head check): --listen, --max-body, --allow-host.
+http::HttpServerOptions front_options(const UpConfig& cfg);
 
 }  // namespace kvgate::cli

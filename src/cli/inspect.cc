@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "gguf/file.h"
 #include "plan/chat_template.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace kvgate::cli {
@@ -137,7 +138,7 @@ void print_text(const std::string& path, const gguf::File& f, bool with_tensors)
   fmt::print("\ntokenizer\n");
   const json tok = tokenizer_json(f);
   if (tok.empty()) fmt::print("  (no tokenizer metadata)\n");
-  for (const auto& [key, value] : tok.items()) fmt::print("  {:<40} {}\n", key, value.dump());
+  for (const auto& [key, value] : tok.items()) fmt::print("  {:<40} {}\n", key, util::json_text(value));
   const Summary s = summarize(f);
   fmt::print("\ntensors       {} tensors, {} ({} bytes)\n", f.tensors().size(), util::format_bytes(s.total_bytes),
              s.total_bytes);
@@ -193,7 +194,7 @@ int run_inspect(int argc, char** argv) {
   }
   if (stable_template) return print_stable_template(*file);
   if (as_json) {
-    std::printf("%s\n", to_json(path, *file, with_tensors).dump(2).c_str());
+    std::printf("%s\n", util::json_text(to_json(path, *file, with_tensors), 2).c_str());
   } else {
     print_text(path, *file, with_tensors);
   }

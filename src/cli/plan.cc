@@ -26,6 +26,7 @@
 #include "plan/engine_quirks.h"
 #include "plan/launch_args.h"
 #include "plan/server_caps.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace kvgate::cli {
@@ -127,7 +128,7 @@ int run_plan(int argc, char** argv) {
     }
   }
   if (as_json) {
-    std::printf("%s\n", plan_json(report).dump(2).c_str());
+    std::printf("%s\n", util::json_text(plan_json(report), 2).c_str());
   } else {
     std::fputs(plan_text(report).c_str(), stdout);
   }

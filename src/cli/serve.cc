@@ -42,6 +42,7 @@
 #include "gateway/gateway.h"
 #include "gateway/upstream_facts.h"
 #include "http/http_server.h"
+#include "util/json.h"
 #include "util/net.h"
 #include "util/private_files.h"
 
@@ -105,12 +106,12 @@ bool answers_with(const httplib::Result& r, std::string_view field) {
 
 gateway::Counting counting_offered(httplib::Client& c, const std::string& model_id) {
   const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
-  if (answers_with(c.Post("/apply-template", json{{"messages", messages}}.dump(), "application/json"),
+  if (answers_with(c.Post("/apply-template", util::json_text(json{{"messages", messages}}), "application/json"),
                    "prompt"))
     return gateway::Counting::kRender;
   json chat = {{"messages", messages}, {"add_generation_prompt", true}};
   if (!model_id.empty()) chat["model"] = model_id;
-  if (answers_with(c.Post("/tokenize", chat.dump(), "application/json"), "count"))
+  if (answers_with(c.Post("/tokenize", util::json_text(chat), "application/json"), "count"))
     return gateway::Counting::kChatTokenize;
   return gateway::Counting::kEstimate;
 }
@@ -474,10 +475,7 @@ int run_serve(int argc, char** argv) {
               : std::function<void(bool)>());
   }
 
-  http::HttpServerOptions http;
-  http.host = cfg.listen.host;
-  http.port = cfg.listen.port;
-  http.max_body_bytes = cfg.max_body_bytes;
+  http::HttpServerOptions http = front_options(cfg);
   gateway::Gateway& first = *members.front()->gateway;
   http.head_check = [&first](const http::HttpRequest& head) { return first.check_head(head); };
   http::HttpServer front(http,

@@ -1,4 +1,5 @@
 #include "cli/shift_probe.h"
+#include "util/json.h"
 
 #include <random>
 #include <vector>
@@ -29,7 +30,7 @@ std::string probe_text(int tokens) {
 }
 
 std::optional<json> post(httplib::Client& c, const std::string& path, const json& body, std::string& why) {
-  auto r = c.Post(path, body.dump(), "application/json");
+  auto r = c.Post(path, util::json_text(body), "application/json");
   if (!r) {
     why = fmt::format("POST {}: {}", path, httplib::to_string(r.error()));
     return std::nullopt;

@@ -480,10 +480,7 @@ int run_up(int argc, char** argv) {
   auto state_note = open_state(gw, cfg, p);
   if (!state_note) return fail(state_note.error().message());
   follow_engine(supervisor, gw, ready_since);
-  http::HttpServerOptions http;
-  http.host = cfg.listen.host;
-  http.port = cfg.listen.port;
-  http.max_body_bytes = cfg.max_body_bytes;
+  http::HttpServerOptions http = front_options(cfg);
   // Route and key are checked from the head, before a body is read (and connections that
   // have not shown a key live in their own, smaller pool).
   http.head_check = [&gw](const http::HttpRequest& head) { return gw.check_head(head); };

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/gateway_setup.h"
 #include "cli/up_steps.h"
 #include "device/tree.h"
 #include "engine/status_report.h"
@@ -184,10 +185,7 @@ int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& sto
   }
   auto fleet = make_fleet(units);
   fleet_ptr = fleet.get();
-  http::HttpServerOptions http;
-  http.host = cfg.listen.host;
-  http.port = cfg.listen.port;
-  http.max_body_bytes = cfg.max_body_bytes;
+  http::HttpServerOptions http = front_options(cfg);
   http.head_check = [f = fleet.get()](const http::HttpRequest& head) { return f->check_head(head); };
   http::HttpServer front(
       http, [f = fleet.get()](const http::HttpRequest& r, http::ResponseWriter& w) { f->handle(r, w); });

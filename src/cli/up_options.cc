@@ -126,6 +126,11 @@ Status listen_address(const std::string&, const std::string& v, UpConfig& c) {
   return {};
 }
 
+Status allowed_hosts(const std::string&, const std::string& v, UpConfig& c) {
+  KV_ASSIGN_OR_RETURN(c.allowed_hosts, parse_allowed_hosts(v));
+  return {};
+}
+
 // --api-key K1,K2 or --api-key-file FILE (one key per line; blank lines and # comments skipped).
 Status api_keys(const std::string& name, const std::string& value, UpConfig& c) {
   std::vector<std::string> keys;
@@ -260,6 +265,9 @@ using Restart = engine::RestartPolicy;
 
 constexpr UpOptionInfo kOptions[] = {
     {"listen", listen_address, "where the gateway listens, HOST:PORT (default 127.0.0.1:8787)"},
+    {"allow-host", allowed_hosts,
+     "a host name clients reach the gateway by, besides localhost, IP addresses and the listen address (other "
+     "Host headers get 403: a defence against DNS rebinding); repeat it or separate by commas; '*' accepts any"},
     {"api-key", api_keys,
      "key clients must send (Authorization: Bearer KEY), or several, comma-separated, each its own scope; "
      "required off loopback"},
@@ -382,7 +390,7 @@ constexpr UpOptionInfo kOptions[] = {
 
 // `kvgate serve` runs the gateway only: these options of the table, and its own.
 constexpr std::string_view kServeNames[] = {
-    "listen", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
+    "listen", "allow-host", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
     "high-watermark", "low-watermark", "max-body", "max-sessions", "keepalive", "max-inflight", "max-queue",
     "queue-timeout", "upstream-timeout", "generation-timeout", "max-messages", "count-timeout",
     "compaction-timeout", "prefill-report"};
@@ -440,7 +448,7 @@ void add_up_options(CLI::App& app, UpOptions& options, OptionSet set) {
     if (o.flag) {
       app.add_flag_callback(
           spelling, [&options, name] { options.values[name] = "on"; }, std::string(o.help));
-    } else if (name == "upstream") {  // may be repeated: the values are joined by commas
+    } else if (name == "upstream" || name == "allow-host") {  // may be repeated: the values are joined by commas
       app.add_option_function<std::vector<std::string>>(
              spelling,
              [&options, name](const std::vector<std::string>& vs) {
@@ -474,9 +482,9 @@ Status merge_config_json(std::string_view json, std::string_view origin, UpOptio
       text = value.dump();
     } else if (value.is_null()) {
       continue;
-    } else if (key == "upstream" && value.is_array() && !value.empty()) {
+    } else if ((key == "upstream" || key == "allow-host") && value.is_array() && !value.empty()) {
       for (const auto& u : value) {
-        if (!u.is_string()) return Error(fmt::format("{}: \"{}\" must hold strings (URLs)", origin, raw_key));
+        if (!u.is_string()) return Error(fmt::format("{}: \"{}\" must hold strings", origin, raw_key));
         text += (text.empty() ? "" : ",") + u.get<std::string>();
       }
     } else {
@@ -518,48 +526,6 @@ std::vector<std::string> to_up_args(const UpOptions& options) {
     }
   }
   return out;
-}
-
-Result<ListenAddress> parse_listen(std::string_view text) {
-  ListenAddress a;
-  std::string port_text(text);
-  const size_t colon = text.rfind(':');
-  if (colon != std::string_view::npos) {
-    a.host = std::string(text.substr(0, colon));
-    port_text = std::string(text.substr(colon + 1));
-    if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']')
-      a.host = a.host.substr(1, a.host.size() - 2);
-  } else {
-    a.host = "127.0.0.1";
-  }
-  if (a.host.empty()) return Error(fmt::format("--listen '{}': no host (use HOST:PORT)", text));
-  auto port = number<uint32_t>("listen", port_text, 1, 65535);
-  if (!port) return Error(fmt::format("--listen '{}': expected HOST:PORT with a port from 1 to 65535", text));
-  a.port = static_cast<uint16_t>(*port);
-  return a;
-}
-
-Result<engine::Millis> parse_duration(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
-  const std::string num(text.substr(0, i));
-  const std::string unit(text.substr(i));
-  double value = 0;
-  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
-  double scale = 0;
-  if (unit == "ms")
-    scale = 1;
-  else if (unit == "s" || unit.empty())
-    scale = 1000;
-  else if (unit == "m" || unit == "min")
-    scale = 60000;
-  else if (unit == "h")
-    scale = 3600000;
-  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || scale == 0 ||
-      value * scale > 1e15) {
-    return Error(fmt::format("'{}' is not a duration (e.g. 500ms, 10s, 5m, 1h)", text));
-  }
-  return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
 }
 
 namespace {

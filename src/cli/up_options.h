@@ -73,6 +73,8 @@ struct ListenAddress {
 Result<ListenAddress> parse_listen(std::string_view text);
 // "250ms", "10s", "5m", "1h"; a bare number is seconds.
 Result<engine::Millis> parse_duration(std::string_view text);
+// --allow-host's value: host names separated by commas, or "*" (http/host_allow.h).
+Result<std::vector<std::string>> parse_allowed_hosts(std::string_view text);
 
 // Checked and converted options. Engine settings not given keep plan::ServerSettings'
 // defaults, except n_gpu_layers, which stays unset here (up picks all layers when the
@@ -84,6 +86,9 @@ struct UpConfig {
   // Every key clients may send (--api-key K1,K2,... and --api-key-file, one per line); each
   // is its own scope: its conversations are not reachable with another key.
   std::vector<std::string> api_keys;
+  // Host names clients may use besides localhost, IP addresses and the listen address; "*":
+  // any (--allow-host, http/host_allow.h).
+  std::vector<std::string> allowed_hosts;
   std::optional<std::string> server;
   plan::ServerSettings settings;  // model_path and api_key are set by up
   bool stable_template = true;    // the model's template made prefix-stable (plan/chat_template.h)

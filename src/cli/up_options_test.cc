@@ -250,3 +250,26 @@ TEST(UpOptionsTest, EngineDevicesGiveEachEngineItsGpusAndTheirNumber) {
 
 }  // namespace
 }  // namespace kvgate::cli
+
+namespace kvgate::cli {
+namespace {
+
+// --allow-host on up and serve: repeated, comma-separated or a config list; '*' opens it.
+TEST(UpOptionsTest, AllowedHostsRepeatedOrAsAList) {
+  EXPECT_TRUE(resolve(parse({})).allowed_hosts.empty());
+  const UpConfig c = resolve(parse({"--allow-host", "gpu-box.lan", "--allow-host", "proxy.example,Other-Host"}));
+  EXPECT_EQ(c.allowed_hosts, (std::vector<std::string>{"gpu-box.lan", "proxy.example", "Other-Host"}));
+  EXPECT_EQ(resolve(parse({"--allow-host", "*"})).allowed_hosts, (std::vector<std::string>{"*"}));
+  for (const char* bad : {"host:8080", "", "a,,b", "evil/x", "a b"}) {
+    EXPECT_NE(resolve_error({"--allow-host", bad}).find("--allow-host"), std::string::npos) << bad;
+  }
+  UpOptions file;
+  ASSERT_TRUE(
+      merge_config_json(R"({"allow_host": ["a.lan", "b.lan"]})", "serve.json", file, OptionSet::kServe).ok());
+  EXPECT_EQ(resolve_up_options(file)->allowed_hosts, (std::vector<std::string>{"a.lan", "b.lan"}));
+  const std::vector<std::string> args = to_up_args(parse({"--allow-host", "a.lan", "--allow-host", "b.lan"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"--allow-host", "a.lan,b.lan"}));
+}
+
+}  // namespace
+}  // namespace kvgate::cli

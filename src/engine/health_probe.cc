@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/client.h"
+#include "util/json.h"
 
 namespace kvgate::engine {
 namespace {
@@ -50,7 +51,7 @@ CheckResult HttpEngineProber::deep(const EngineEndpoint& ep, Millis timeout) {
 
 CheckResult HttpEngineProber::completion(const EngineEndpoint& ep, Millis timeout) {
   const nlohmann::json body = {{"prompt", "Hello"}, {"max_tokens", 1}, {"temperature", 0}, {"stream", false}};
-  auto res = client_for(ep, timeout)->Post("/v1/completions", body.dump(), "application/json");
+  auto res = client_for(ep, timeout)->Post("/v1/completions", util::json_text(body), "application/json");
   CheckResult r = from(res, "1-token completion", timeout);
   if (!r.ok) return r;
   const auto reply = nlohmann::json::parse(res->body, nullptr, false);

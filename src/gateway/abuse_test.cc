@@ -90,28 +90,28 @@ TEST(AbuseTest, OversizedInputIsRefusedBeforeItReachesTheEngine) {
     ++seen[fmt::format("{} {}", expected, name)];
   };
   const std::string big_header = "X-Big: " + std::string(70 * 1024, 'a') + "\r\n";
-  send("header block over 64 KiB", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + big_header + "\r\n",
+  send("header block over 64 KiB", "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n" + big_header + "\r\n",
        431);
   std::string many;
   for (int i = 0; i < 150; ++i) many += fmt::format("X-H{}: v\r\n", i);
-  send("150 headers", "GET /v1/models HTTP/1.1\r\nHost: x\r\n" + many + "\r\n", 431);
-  send("17 KiB request target", "GET /" + std::string(17 * 1024, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414);
+  send("150 headers", "GET /v1/models HTTP/1.1\r\nHost: localhost\r\n" + many + "\r\n", 431);
+  send("17 KiB request target", "GET /" + std::string(17 * 1024, 'a') + " HTTP/1.1\r\nHost: localhost\r\n\r\n", 414);
   // A 2 GiB body is refused from its head alone: nothing of it needs to be sent.
   send("2 GiB Content-Length",
-       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2147483648\r\n\r\n", 413);
+       "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2147483648\r\n\r\n", 413);
   {
     std::string chunked =
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n";
     const std::string piece(64 * 1024, 'x');
     for (int i = 0; i < 20; ++i) chunked += fmt::format("{:x}\r\n{}\r\n", piece.size(), piece);
     send("1.25 MiB chunked body", chunked, 413);
   }
   send("Content-Length and chunked together",
-       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: "
+       "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: "
        "chunked\r\n\r\n",
        400);
   send("negative Content-Length",
-       "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400);
+       "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: -1\r\n\r\n", 400);
   static constexpr char kTlsHello[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n";  // NULs inside
   send("not HTTP (a TLS hello)", std::string(kTlsHello, sizeof kTlsHello - 1), 400);
   // Deeply nested JSON (a parser or a recursive walk could overflow the stack).
@@ -162,12 +162,12 @@ TEST(AbuseTest, SlowClientsAreCutOffAndDoNotStarveOthers) {
   for (int i = 0; i < 20; ++i) {
     bodies.push_back(std::make_unique<RawConnection>(front.port()));
     bodies.back()->send(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         "Content-Length: 100000\r\n\r\n{");
   }
   std::atomic<bool> trickle{true};
   std::jthread trickler([&] {
-    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n";
+    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n";
     for (size_t i = 0; trickle && i < head.size(); ++i) {
       for (auto& h : heads) h->send(head.substr(i, 1));
       for (auto& b : bodies) b->send("a");
@@ -212,7 +212,7 @@ TEST(AbuseTest, SlowClientsAreCutOffAndDoNotStarveOthers) {
   // served either way, which is what is judged.
   eventually([&] { return front.server().active_connections() >= 128; }, 2s);
   RawConnection extra(front.port());
-  extra.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  extra.send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
   const std::string served = extra.read_all(2s);
   EXPECT_EQ(status_of(served), 200) << served;
   for (auto& c : flood) c->closed_within(3s);
@@ -272,7 +272,7 @@ TEST(AbuseTest, PathTricksReachNothing) {
   std::map<std::string, int> seen;
   for (const auto& [method, target] : tricks) {
     RawConnection c(front.port());
-    c.send(fmt::format("{} {} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}", method, target));
+    c.send(fmt::format("{} {} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}", method, target));
     const std::string answer = c.read_all(3s);
     const int status = status_of(answer);
     EXPECT_TRUE(status == 400 || status == 404 || status == 405) << method << " " << target << ": " << answer;

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json.h"
 #include "util/result.h"
 
 namespace kvgate::gateway {
@@ -29,7 +30,7 @@ struct ApiError {
   nlohmann::json extra = nlohmann::json::object();  // extra fields inside "error" (e.g. n_ctx)
 
   nlohmann::json to_json() const;
-  std::string body() const { return to_json().dump(); }
+  std::string body() const { return util::json_text(to_json()); }
 };
 
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/request_checks.h"
 #include "gateway/request_limits.h"
 #include "rescue/relaxed_json.h"
 
@@ -86,6 +87,23 @@ ApiStatus check_int(const json& body, const char* key, int64_t min, int64_t max)
                                                 : it->get<int64_t>() > max;
   if (too_big || (!it->is_number_unsigned() && it->get<int64_t>() < min)) {
     return bad_request(fmt::format("{} must be from {} to {} (-1: no limit)", key, min, max), std::string(key),
+                       "invalid_value");
+  }
+  return {};
+}
+
+// How many alternatives per token an answer lists (top_logprobs, n_probs, the completions
+// API's integer logprobs): at most kMaxTopLogprobs, as OpenAI's API allows. The engine keeps
+// the list for every generated token, and the answer grows with it.
+ApiStatus check_probs(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null() || it->is_boolean()) return {};
+  if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
+  const bool out_of_range = it->is_number_unsigned()
+                                ? it->get<uint64_t>() > static_cast<uint64_t>(kMaxTopLogprobs)
+                                : it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxTopLogprobs;
+  if (out_of_range) {
+    return bad_request(fmt::format("{} must be from 0 to {}", key, kMaxTopLogprobs), std::string(key),
                        "invalid_value");
   }
   return {};
@@ -176,6 +194,7 @@ ApiStatus validate_chat_body(const json& body) {
   for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"}) {
     KV_TRY(check_int(body, key, -1, kMaxReplyTokens));
   }
+  for (const char* key : {"top_logprobs", "n_probs"}) KV_TRY(check_probs(body, key));
   if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null()) {
     if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
     for (size_t i = 0; i < tools->size(); ++i) {
@@ -193,6 +212,11 @@ ApiStatus validate_chat_body(const json& body) {
   for (const char* key : {"model", "user"}) {
     auto it = body.find(key);
     if (it != body.end() && !it->is_string() && !it->is_null()) return wrong_type(key, "a string", *it);
+  }
+  // The fields that name a conversation are ids kvgate keeps (request_checks.h).
+  for (const char* key : {"user", "prompt_cache_key"}) {
+    auto it = body.find(key);
+    if (it != body.end() && it->is_string()) KV_TRY(check_client_id(it->get_ref<const std::string&>(), key));
   }
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null() && !so->is_object()) {
     return wrong_type("stream_options", "an object", *so);
@@ -212,6 +236,8 @@ ApiStatus validate_completion_body(const json& body) {
   for (const char* key : {"max_tokens", "n_predict"}) {
     KV_TRY(check_int(body, key, -1, kMaxReplyTokens));
   }
+  // The completions API's `logprobs` is the count itself.
+  for (const char* key : {"logprobs", "top_logprobs", "n_probs"}) KV_TRY(check_probs(body, key));
   return {};
 }
 

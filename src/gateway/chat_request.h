@@ -3,8 +3,9 @@
 // parse_chat_request() turns a request body into a ChatRequest, or the ApiError (400) that
 // names the offending field ("messages[3].role must be one of ..."). Validation covers what
 // kvgate itself relies on (messages and their roles and content shapes, stream, n, token
-// limits, tools, session hints); other fields pass through to the engine untouched, which
-// validates its own parameters (its errors are relayed in the same format).
+// limits, tools, session hints as ids, request_checks.h) and the size of the answer
+// (top_logprobs and n_probs at most kMaxTopLogprobs); other fields pass through to the engine
+// untouched, which validates its own parameters (its errors are relayed in the same format).
 #pragma once
 
 #include <cstdint>
@@ -50,9 +51,12 @@ StreamFlags stream_flags(const nlohmann::json& body);
 // The largest max_tokens / max_completion_tokens / n_predict accepted (the engines keep it in
 // an int32); -1 means no limit.
 inline constexpr int64_t kMaxReplyTokens = 2147483647;
+// The most alternatives per token an answer may list (top_logprobs, n_probs), as OpenAI's API.
+inline constexpr int64_t kMaxTopLogprobs = 20;
 
 // Validates a raw text-completion body (/v1/completions): an object with a prompt, stream a
-// boolean, max_tokens / n_predict in range. The rest is the engine's to validate.
+// boolean, max_tokens / n_predict in range, at most kMaxTopLogprobs alternatives per token
+// (logprobs, top_logprobs, n_probs). The rest is the engine's to validate.
 ApiStatus validate_completion_body(const nlohmann::json& body);
 
 // Parses a JSON request body from a client; a 400 naming where it failed:

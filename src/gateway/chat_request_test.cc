@@ -152,3 +152,66 @@ TEST(ChatRequestTest, MalformedBytesAndNumbersAre400sNamingTheField) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// The fields that name a conversation are ids kvgate keeps (request_checks.h).
+TEST(ChatRequestTest, ConversationIdsInTheBodyAreChecked) {
+  const std::string msg = R"({"messages":[{"role":"user","content":"x"}],)";
+  EXPECT_FALSE(parse(msg + R"("user":"agent-1","prompt_cache_key":"cache/7"})"));
+  for (const char* field : {"user", "prompt_cache_key"}) {
+    for (const std::string& value : {std::string(R"("u\u0001x")"), std::string(R"("\u001b[2J")"),
+                                     "\"" + std::string(1025, 'u') + "\""}) {
+      auto err = parse(msg + "\"" + field + "\":" + value + "}");
+      ASSERT_TRUE(err) << field << " " << value.substr(0, 20);
+      EXPECT_EQ(err->param, std::string(field));
+      EXPECT_EQ(err->code, "invalid_id");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// At most 20 alternatives per token, as OpenAI's API allows.
+TEST(ChatRequestTest, AlternativesPerTokenAreBounded) {
+  const std::string msg = R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,)";
+  for (const char* ok : {R"("top_logprobs":0})", R"("top_logprobs":5})", R"("top_logprobs":20})",
+                         R"("top_logprobs":null})", R"("n_probs":20})"}) {
+    EXPECT_FALSE(parse(msg + ok)) << ok;
+  }
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"top_logprobs", "21"},
+           {"top_logprobs", "1000000"},
+           {"top_logprobs", "-1"},
+           {"top_logprobs", "18446744073709551615"},
+           {"top_logprobs", "\"5\""},
+           {"top_logprobs", "5.5"},
+           {"n_probs", "1000000"},
+       }) {
+    auto err = parse(msg + "\"" + field + "\":" + value + "}");
+    ASSERT_TRUE(err) << field << "=" << value;
+    EXPECT_EQ(err->status, 400);
+    EXPECT_EQ(err->param, field);
+  }
+  // The completions API's `logprobs` is the count itself.
+  auto completion = [](const std::string& fields) {
+    return validate_completion_body(nlohmann::json::parse(R"({"prompt":"x",)" + fields + "}"));
+  };
+  EXPECT_TRUE(completion(R"("logprobs":5)").ok());
+  EXPECT_TRUE(completion(R"("logprobs":true)").ok());
+  EXPECT_TRUE(completion(R"("n_probs":20)").ok());
+  for (const char* field : {"logprobs", "n_probs", "top_logprobs"}) {
+    auto r = completion(fmt::format(R"("{}":1000000)", field));
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.error().param, std::string(field));
+    EXPECT_EQ(r.error().message, fmt::format("{} must be from 0 to 20", field));
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

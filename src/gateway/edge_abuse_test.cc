@@ -112,7 +112,7 @@ TEST(EdgeAbuseTest, IdleKeepAliveFloodWithoutAKeyDoesNotLockOthersOut) {
   const auto t0 = Clock::now();
   for (int i = 0; i < 256; ++i) {
     flood.push_back(std::make_unique<RawConnection>(front.port()));
-    flood.back()->send(i % 2 ? "GET /health HTTP/1.1\r\nHost: x\r\n\r\n" : "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+    flood.back()->send(i % 2 ? "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n" : "GET /v1/models HTTP/1.1\r\nHost: localhost\r\n\r\n");
   }
   for (auto& c : flood) {
     const int s = status_of(c->read_all(10ms));
@@ -166,7 +166,7 @@ TEST(EdgeAbuseTest, BodiesWithoutAKeyAreNeverReadAndKeyedBodiesShareABudget) {
     uploads.emplace_back([&, i] {
       RawConnection c(front.port());
       const auto t = Clock::now();
-      c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
              "Content-Length: 60000000\r\n\r\n");
       accepted_bytes += upload(c, 60'000'000, 3s);
       const std::string answer = c.read_all(2s);
@@ -181,7 +181,7 @@ TEST(EdgeAbuseTest, BodiesWithoutAKeyAreNeverReadAndKeyedBodiesShareABudget) {
   // Keyed: two 40 MB bodies are held at once (80 of 96 MiB); a third is refused 503 naming the bound.
   RawConnection a(front.port()), b(front.port()), c(front.port());
   const std::string head = fmt::format(
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Length: 40000000\r\n\r\n", kKey);
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\nContent-Length: 40000000\r\n\r\n", kKey);
   a.send(head);
   b.send(head);
   upload(a, 1000, 1s);
@@ -216,7 +216,7 @@ TEST(EdgeAbuseTest, ChunkExtensionsTrickledAreTimedOutAndSmallGapsAreClosed) {
   Front front([&] { return engine.endpoint(); }, keyed_options(), http);
   // Chunk extensions at ~40 KiB/s carrying 40 payload bytes a second.
   RawConnection t(front.port());
-  t.send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n"
+  t.send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n"
                      "Transfer-Encoding: chunked\r\n\r\n",
                      kKey));
   const std::string chunk = "1;" + std::string(1000, 'e') + "\r\nx\r\n";
@@ -232,7 +232,7 @@ TEST(EdgeAbuseTest, ChunkExtensionsTrickledAreTimedOutAndSmallGapsAreClosed) {
   EXPECT_LT(trickle_ms, 4000);
   // A 10 KB method on a known path: 405 quoting at most 32 bytes of it.
   RawConnection m(front.port());
-  m.send(fmt::format("{} /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n", std::string(10000, 'M'), kKey));
+  m.send(fmt::format("{} /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\r\n", std::string(10000, 'M'), kKey));
   const std::string not_allowed = m.read_all(2s);
   EXPECT_EQ(status_of(not_allowed), 405) << not_allowed.substr(0, 300);
   EXPECT_LT(not_allowed.size(), 600u) << not_allowed.substr(0, 800);
@@ -296,9 +296,9 @@ void hostile_load(std::chrono::seconds duration, const std::string& case_id) {
           c = std::make_unique<RawConnection>(front.port());
           ++opened;
           ++attacks;
-          if (kind == 1) c->send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
-          if (kind == 2) c->send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ");
-          if (kind == 3) c->send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 60000000\r\n\r\n");
+          if (kind == 1) c->send("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+          if (kind == 2) c->send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nX-Slow: ");
+          if (kind == 3) c->send("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Length: 60000000\r\n\r\n");
         }
         std::this_thread::sleep_for(100ms);
       }

@@ -229,7 +229,7 @@ void Fleet::health(const HttpRequest& request, ResponseWriter& writer) {
   json body = {{"status", any_up ? "ok" : "unavailable"}, {"gateway", "ok"}, {"upstreams", upstreams}};
   http::HeaderList headers = kJson;
   if (!any_up) headers.emplace_back("Retry-After", "2");
-  writer.send(any_up ? 200 : 503, headers, body.dump());
+  writer.send(any_up ? 200 : 503, headers, util::json_text(body));
 }
 
 void Fleet::status(const HttpRequest& request, ResponseWriter& writer) {

@@ -11,6 +11,7 @@
 #include "gateway/engine_errors.h"
 #include "gateway/messages_api.h"
 #include "gateway/reply.h"
+#include "gateway/request_checks.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
@@ -152,6 +153,8 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
     path_known = true;
     if (request.method != r.method) continue;
     if (r.needs_key && !authorised(request)) break;
+    // Every POST route reads a JSON body (request_checks.h).
+    KV_TRY(check_request_head(request, request.method == "POST"));
     return Routed{r.route};
   }
   if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
@@ -467,7 +470,7 @@ void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
                {"session_store", !store_ ? "none" : store_failing_.load() ? "failing" : "ok"}};
   HeaderList headers = kJson;
   if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
-  writer.send(ep.available ? 200 : 503, headers, body.dump());
+  writer.send(ep.available ? 200 : 503, headers, util::json_text(body));
 }
 
 void Gateway::prometheus(const HttpRequest&, ResponseWriter& writer) {

@@ -183,7 +183,8 @@ class Gateway {
   // `output` when it returns.
   void run_turn(TurnInput input, TurnOutput& output);
   // HttpServer's head check (HttpServerOptions::head_check): the same route table and key
-  // check as handle(), from the head alone, so 401/404/405 are answered before any body is
+  // check as handle(), from the head alone, so 401/404/405 (and the 400 of an id in the head,
+  // the 415 of a body that is not JSON: request_checks.h) are answered before any body is
   // read; `authenticated` says whether the request carried a valid key.
   HeadVerdict check_head(const HttpRequest& head) const;
 

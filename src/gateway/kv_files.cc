@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "util/json.h"
 #include "util/log.h"
 #include "util/mapped_file.h"
 #include "util/private_files.h"
@@ -200,7 +201,7 @@ void KvFiles::discard_temp(const std::string& temp) {
 }
 
 Status KvFiles::write_record(const KvFileRecord& rec) {
-  return util::write_private_file(record_path(rec.session), rec.to_json().dump(1));
+  return util::write_private_file(record_path(rec.session), util::json_text(rec.to_json(), 1));
 }
 
 Result<KvFileRecord> KvFiles::commit(const std::string& temp, KvFileRecord rec) {

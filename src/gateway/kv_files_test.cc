@@ -210,3 +210,28 @@ TEST_F(KvFilesTest, AnotherEnginesStateIsTakenOnlyIntactAndOfTheSameIdentity) {
 
 }  // namespace
 }  // namespace kvgate::gateway
+
+namespace kvgate::gateway {
+namespace {
+
+// A session id that is not UTF-8 (refused at the edge since, request_checks.h) must still never
+// make a save throw: before, the record's dump threw type_error.316 after the state file was
+// written, and every later turn on that slot failed the same way.
+TEST(KvFilesRecordTest, AnIdThatIsNotUtf8IsWrittenNotThrown) {
+  const fs::path dir = fs::temp_directory_path() / ("kvgate-kvfiles-utf8-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    auto files = KvFiles::open(dir, 1 << 20, {{"model", "a\xff"}});
+    ASSERT_TRUE(files.ok());
+    const std::string session = "open~\xff\xfe-bad";
+    const std::string temp = (*files)->temp_name(session);
+    std::ofstream(dir / temp, std::ios::binary) << "state";
+    std::optional<Result<KvFileRecord>> r;
+    ASSERT_NO_THROW(r.emplace((*files)->commit(temp, {.session = session, .tokens = 1, .prefix_messages = 1})));
+    EXPECT_TRUE(r->ok()) << (r->ok() ? "" : r->error().message());
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvgate::gateway

@@ -9,6 +9,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
 #include "gateway/messages_api.h"
+#include "gateway/request_checks.h"
 #include "gateway/responses_api.h"
 #include "gateway/turn_request.h"
 #include "util/json.h"
@@ -109,6 +110,7 @@ ApiResult<json> Gateway::previous_messages(const wire::ClientJson& body, const s
   if (prev == body.end() || prev->is_null()) return json::array();
   if (!prev->is_string()) return bad_request("previous_response_id must be a string", "previous_response_id");
   const std::string id = prev->get<std::string>();
+  KV_TRY(check_client_id(id, "previous_response_id"));
   auto stored = responses_->get(id, scope);
   if (!stored) {
     ApiError e = bad_request(fmt::format("Previous response with id '{}' not found.", id.substr(0, 200)),

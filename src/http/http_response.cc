@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/json.h"
+
 namespace kvgate::http {
 namespace {
 
@@ -50,7 +52,8 @@ const char* status_text(int status) {
 
 std::string error_body(int status, std::string_view message) {
   const char* type = status >= 500 ? "server_error" : "invalid_request_error";
-  return nlohmann::json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}}.dump();
+  return util::json_text(
+      nlohmann::json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}}}});
 }
 
 // ---- ResponseWriter --------------------------------------------------------------------

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "http/host_allow.h"
+
 namespace kvgate::http {
 namespace {
 
@@ -310,6 +312,10 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
   }
   ParsedHead& h = head.head;
   h.request.remote = c.remote;
+  if (auto host = h.request.header("host"); host && !host_allowed(*host, options_.host, options_.allowed_hosts)) {
+    answer_and_close(c.fd, 403, host_refusal(*host));
+    return Step::kClose;
+  }
   c.buf.erase(0, h.head_bytes);
   const bool has_body = h.body_kind != BodyKind::kNone;
   c.body_unread = has_body;

@@ -5,6 +5,8 @@
 //    read, also after "Expect: 100-continue"), chunk-size lines and trailers (400/431),
 //    request-body bytes held across all connections (`max_body_bytes_in_flight`: 503 +
 //    Retry-After), connection count (503 + Retry-After);
+//  - the Host header checked against the names the server is known by (host_allow.h: a
+//    defence against DNS rebinding), 403 otherwise;
 //  - a head check before any body is read (`head_check`, the Gateway's route table and key):
 //    a refused request (401/404/405) is answered from its head, and the connection closed
 //    when its body was not read; the body of a request without a valid key is never read;
@@ -132,6 +134,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds body_grace{10000};
   // Unset: every request counts as authenticated and nothing is refused before the handler.
   HeadCheck head_check;
+  // Host names requests may name besides localhost, `host` and IP address literals; "*": any
+  // (host_allow.h). A request naming another Host gets 403 before anything else is checked.
+  std::vector<std::string> allowed_hosts;
 };
 
 class HttpServer {

@@ -78,11 +78,11 @@ TEST(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   TestServer s(echo_handler());
   const int fd = connect_to(s.port());
   ASSERT_GE(fd, 0);
-  send_all(fd, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  send_all(fd, "POST /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc");
   std::string r1 = read_until(fd, "POST /a abc");
   EXPECT_NE(r1.find("HTTP/1.1 200 OK"), std::string::npos) << r1;
   EXPECT_NE(r1.find("Content-Length: 11"), std::string::npos);
-  send_all(fd, "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  send_all(fd, "GET /b HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
   std::string r2 = read_until(fd);
   EXPECT_NE(r2.find("GET /b "), std::string::npos) << r2;
   EXPECT_NE(r2.find("Connection: close"), std::string::npos);
@@ -95,7 +95,7 @@ TEST(HttpServerTest, OversizedBodyIsRefusedBeforeItIsSent) {
   std::atomic<int> calls{0};
   TestServer s([&](const HttpRequest&, ResponseWriter& w) { ++calls; w.send(200, {}, "x"); }, o);
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n");
+  send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n");
   std::string r = read_until(fd);
   EXPECT_NE(r.find("413 Payload Too Large"), std::string::npos) << r;
   EXPECT_NE(r.find("\"error\""), std::string::npos);
@@ -107,7 +107,7 @@ TEST(HttpServerTest, OversizedBodyIsRefusedBeforeItIsSent) {
 TEST(HttpServerTest, ExpectContinueGetsInterimAnswer) {
   TestServer s(echo_handler());
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+  send_all(fd, "POST /e HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
   std::string interim = read_until(fd, "\r\n\r\n", 2000);
   EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
   send_all(fd, "hi");
@@ -118,7 +118,7 @@ TEST(HttpServerTest, ExpectContinueGetsInterimAnswer) {
 TEST(HttpServerTest, ChunkedRequestBody) {
   TestServer s(echo_handler());
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+  send_all(fd, "POST /c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
   EXPECT_NE(read_until(fd, "POST /c abcde").find("POST /c abcde"), std::string::npos);
   ::close(fd);
 }
@@ -162,7 +162,7 @@ TEST(HttpServerTest, StreamsChunksAndNoticesClientGone) {
     done = true;
   });
   const int fd = connect_to(s.port());
-  send_all(fd, "GET /s HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_all(fd, "GET /s HTTP/1.1\r\nHost: localhost\r\n\r\n");
   std::string r = read_until(fd, "data: one", 30000);
   EXPECT_NE(r.find("Transfer-Encoding: chunked"), std::string::npos) << r;
   EXPECT_NE(r.find("b\r\ndata: one\n\n\r\n"), std::string::npos) << r;
@@ -184,7 +184,7 @@ TEST(HttpServerTest, ConnectionLimitAnswers503WhenEveryConnectionIsWorking) {
       },
       o);
   const int first = connect_to(s.port());
-  send_all(first, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_all(first, "GET /block HTTP/1.1\r\nHost: localhost\r\n\r\n");
   ASSERT_TRUE(eventually([&] { return working.load(); }));  // accepted and working
   const int second = connect_to(s.port());
   std::string r = read_until(second, {}, 30000);
@@ -199,7 +199,7 @@ TEST(HttpServerTest, ConnectionLimitAnswers503WhenEveryConnectionIsWorking) {
 // Sends one request on `fd`, reads the answer and returns how long the server then kept the
 // idle connection open (until it closed it; 30 s at most).
 std::chrono::steady_clock::duration idle_for(int fd) {
-  send_all(fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_all(fd, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
   read_until(fd, "GET /a ");
   const auto t = std::chrono::steady_clock::now();
   read_until(fd, {}, 30000);  // until the server closes
@@ -242,7 +242,7 @@ TEST(HttpServerTest, IdleKeepAliveConnectionGivesWayToANewOneAtTheLimit) {
   const int a = connect_to(s.port());
   const int b = connect_to(s.port());
   for (int fd : {a, b}) {
-    send_all(fd, "GET /k HTTP/1.1\r\nHost: x\r\n\r\n");
+    send_all(fd, "GET /k HTTP/1.1\r\nHost: localhost\r\n\r\n");
     ASSERT_NE(read_until(fd, "GET /k ").find("GET /k "), std::string::npos);
   }
   // A connection is idle once its thread has finished the answer and waits for more, a
@@ -250,7 +250,7 @@ TEST(HttpServerTest, IdleKeepAliveConnectionGivesWayToANewOneAtTheLimit) {
   ASSERT_TRUE(eventually([&] { return s.server->idle_connections() >= 2; }));
   ASSERT_EQ(s.server->idle_connections(), 2u);
   const int c = connect_to(s.port());
-  send_all(c, "GET /new HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_all(c, "GET /new HTTP/1.1\r\nHost: localhost\r\n\r\n");
   const std::string r = read_until(c, "GET /new ", 2000);
   EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
   EXPECT_EQ(read_until(a, {}, 1000), "") << "the connection idle longest was closed, silently";
@@ -278,7 +278,7 @@ TEST(HttpServerTest, HeadCheckRefusesBeforeTheBodyIsRead) {
       o);
   // 401 with a body announced and never sent: answered at once, then closed (not drained).
   int fd = connect_to(s.port());
-  send_all(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 60000000\r\n\r\n");
+  send_all(fd, "POST /echo HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 60000000\r\n\r\n");
   std::string r = read_until(fd, {}, 2000);
   EXPECT_NE(r.find("401"), std::string::npos) << r;
   EXPECT_EQ(r.find("100 Continue"), std::string::npos) << r;
@@ -286,16 +286,16 @@ TEST(HttpServerTest, HeadCheckRefusesBeforeTheBodyIsRead) {
   ::close(fd);
   // 404 without a body keeps the connection; the keyed request after it is served.
   fd = connect_to(s.port());
-  send_all(fd, "GET /nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n\r\n");
+  send_all(fd, "GET /nothing HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n\r\n");
   r = read_until(fd, "no route", 2000);
   EXPECT_NE(r.find("404"), std::string::npos) << r;
   EXPECT_NE(r.find("Connection: keep-alive"), std::string::npos) << r;
-  send_all(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Length: 3\r\n\r\nabc");
+  send_all(fd, "POST /echo HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\nContent-Length: 3\r\n\r\nabc");
   EXPECT_NE(read_until(fd, "body=abc", 2000).find("body=abc"), std::string::npos);
   ::close(fd);
   // A public route without a key is served, but a body sent to it without the key is not read.
   fd = connect_to(s.port());
-  send_all(fd, "GET /public HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n");
+  send_all(fd, "GET /public HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n\r\n");
   r = read_until(fd, {}, 2000);
   EXPECT_NE(r.find("401"), std::string::npos) << r;
   ::close(fd);
@@ -308,10 +308,10 @@ TEST(HttpServerTest, BodiesInFlightShareOneBudget) {
   o.max_body_bytes_in_flight = 1000;
   TestServer s(echo_handler(), o);
   const int first = connect_to(s.port());
-  send_all(first, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 600\r\n\r\n" + std::string(100, 'a'));
+  send_all(first, "POST /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(100, 'a'));
   ASSERT_TRUE(eventually([&] { return s.server->body_bytes_in_flight() >= 600; }));  // its 600 bytes are held
   const int second = connect_to(s.port());
-  send_all(second, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 600\r\n\r\n");
+  send_all(second, "POST /b HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n");
   const std::string r = read_until(second, {}, 2000);
   EXPECT_NE(r.find("503"), std::string::npos) << r;
   EXPECT_NE(r.find("Retry-After"), std::string::npos) << r;
@@ -321,7 +321,7 @@ TEST(HttpServerTest, BodiesInFlightShareOneBudget) {
   EXPECT_NE(read_until(first, "POST /a a").find("200 OK"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return s.server->body_bytes_in_flight() == 0; }));
   const int third = connect_to(s.port());  // the budget is back
-  send_all(third, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 600\r\n\r\n" + std::string(600, 'c'));
+  send_all(third, "POST /c HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(600, 'c'));
   EXPECT_NE(read_until(third, "POST /c c").find("200 OK"), std::string::npos);
   ::close(first);
   ::close(third);
@@ -333,7 +333,7 @@ TEST(HttpServerTest, ChunkExtensionsTrickledFastAreTimedOutByThePayloadRate) {
   o.body_grace = std::chrono::milliseconds(300);
   TestServer s(echo_handler(), o);
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  send_all(fd, "POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n");
   // ~40 KiB/s of framing carrying 40 payload bytes a second.
   const std::string chunk = "1;" + std::string(1000, 'e') + "\r\nx\r\n";
   std::string r;
@@ -354,7 +354,7 @@ TEST(HttpServerTest, ChunkedTrailersOverTheHeadLimitGet431) {
   o.head_limits.max_head_bytes = 1024;
   TestServer s(echo_handler(), o);
   const int fd = connect_to(s.port());
-  std::string req = "POST /t HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n";
+  std::string req = "POST /t HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n";
   for (int i = 0; i < 40; ++i) req += "X-Trailer: " + std::string(40, 'v') + "\r\n";
   send_all(fd, req + "\r\n");
   const std::string r = read_until(fd, {}, 2000);

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/utf8.h"
+
 namespace kvgate::rescue {
 
 // The value of the `n` hex digits at `p` (\uXXXX, \xHH escapes); -1 when any is missing or
@@ -18,12 +20,9 @@ long read_hex(std::string_view text, size_t p, size_t n);
 // Appends code point `cp` as UTF-8; a surrogate or a value past U+10FFFF becomes U+FFFD.
 void append_utf8(std::string& out, uint32_t cp);
 
-// Length of the valid UTF-8 sequence at `p` (1 to 4), or 0 when the bytes there are not one
-// (overlong forms, surrogates and sequences cut by the end included).
-size_t utf8_sequence(std::string_view text, size_t p);
-
-bool is_valid_utf8(std::string_view text);
-// `text` with every invalid sequence replaced by U+FFFD.
-std::string sanitize_utf8(std::string_view text);
+// Validity and repair of UTF-8 live in util (utf8.h), where the edge checks clients' ids too.
+using util::is_valid_utf8;
+using util::sanitize_utf8;
+using util::utf8_sequence;
 
 }  // namespace kvgate::rescue

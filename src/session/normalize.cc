@@ -274,9 +274,9 @@ std::string canonical_message(const nlohmann::json& m, bool mask) {
       if (auto args = fn->find("arguments"); args != fn->end()) {
         if (args->is_string()) {
           auto parsed = nlohmann::json::parse(args->get_ref<const std::string&>(), nullptr, false);
-          out += parsed.is_discarded() ? args->get<std::string>() : parsed.dump();
+          out += parsed.is_discarded() ? args->get<std::string>() : util::json_text(parsed);
         } else {
-          out += args->dump();
+          out += util::json_text(*args);
         }
       }
       out += ")\n";

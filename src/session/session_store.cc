@@ -180,7 +180,7 @@ Status SessionStore::save(const StoredSession& s, const std::vector<uint64_t>& k
                  "last_used=excluded.last_used");
     up.bind(1, s.id);
     up.bind(2, util::json_text(s.state));
-    up.bind(3, s.counters.dump());
+    up.bind(3, util::json_text(s.counters));
     up.bind(4, static_cast<int64_t>(s.slot));
     up.bind(5, s.created);
     up.bind(6, s.last_used);
@@ -201,7 +201,7 @@ Status SessionStore::save(const StoredSession& s, const std::vector<uint64_t>& k
     Statement ins(db_, "INSERT INTO compactions(session_id, ts, event) VALUES(?1, ?2, ?3)");
     ins.bind(1, s.id);
     ins.bind(2, ev.value("ts", int64_t{0}));
-    ins.bind(3, ev.dump());
+    ins.bind(3, util::json_text(ev));
     if (ins.step() != SQLITE_DONE) return rollback(Error(fmt::format("saving session {}: {}", s.id, sqlite3_errmsg(db_))));
   }
   if (auto st = exec("COMMIT"); !st) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace kvgate::util {
@@ -32,6 +33,20 @@ inline uint64_t number_after(std::string_view text, std::string_view marker) {
     n = n * 10 + static_cast<uint64_t>(text[i] - '0');
   }
   return n;
+}
+
+// `s` with the ASCII letters lower-cased (header values, host names, media types).
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  return out;
+}
+
+// `s` without the spaces and tabs around it (HTTP's optional whitespace).
+inline std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
 }
 
 // The value of one hexadecimal digit, -1 for any other character.

@@ -345,7 +345,7 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
     if (c.stream) stream_with_usage(chat);
     KV_ASSIGN_OR_RETURN(const ClientJson* metadata, top.optional_object("metadata"));
     if (metadata != nullptr) {
-      KV_ASSIGN_OR_RETURN(auto user, Fields(*metadata, "metadata").optional_string("user_id"));
+      KV_ASSIGN_OR_RETURN(auto user, Fields(*metadata, "metadata").optional_id("user_id"));
       if (user && !user->empty()) c.session_key = *user;
     }
   }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "util/utf8.h"
+
 namespace kvgate::wire {
 
 std::string child_path(std::string_view parent, std::string_view key) {
@@ -65,6 +67,17 @@ WireResult<std::optional<std::string>> Fields::optional_string(std::string_view 
   if (v == nullptr) return std::optional<std::string>();
   if (!v->is_string()) return error(key, "expected a string, got " + std::string(json_kind(*v)));
   return std::optional<std::string>(v->get<std::string>());
+}
+
+WireResult<std::optional<std::string>> Fields::optional_id(std::string_view key) const {
+  KV_ASSIGN_OR_RETURN(auto value, optional_string(key));
+  if (value) {
+    if (auto problem = util::client_id_problem(*value)) {
+      return error(key, "an id that " + *problem + ": an id must be valid UTF-8 without control characters, at most " +
+                            std::to_string(util::kMaxClientIdBytes) + " bytes");
+    }
+  }
+  return value;
 }
 
 WireResult<std::optional<double>> Fields::optional_number(std::string_view key) const {

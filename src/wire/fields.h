@@ -38,6 +38,9 @@ class Fields {
   const ClientJson* find(std::string_view key) const;
   WireResult<std::string> string(std::string_view key) const;  // required
   WireResult<std::optional<std::string>> optional_string(std::string_view key) const;
+  // A string kvgate keeps as an id (a conversation's key, a response id): refused unless
+  // util::client_id_problem accepts it (valid UTF-8, no control characters, bounded).
+  WireResult<std::optional<std::string>> optional_id(std::string_view key) const;
   WireResult<std::optional<double>> optional_number(std::string_view key) const;
   // A whole number >= min (a JSON number with no fractional part).
   WireResult<std::optional<int64_t>> optional_integer(std::string_view key, int64_t min) const;

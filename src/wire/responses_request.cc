@@ -285,8 +285,8 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
   if (c.stream) stream_with_usage(c.chat);
   KV_ASSIGN_OR_RETURN(auto store, top.optional_bool("store"));
   c.store = store.value_or(true);
-  KV_ASSIGN_OR_RETURN(c.previous_response_id, top.optional_string("previous_response_id"));
-  KV_ASSIGN_OR_RETURN(auto cache_key, top.optional_string("prompt_cache_key"));
+  KV_ASSIGN_OR_RETURN(c.previous_response_id, top.optional_id("previous_response_id"));
+  KV_ASSIGN_OR_RETURN(auto cache_key, top.optional_id("prompt_cache_key"));
   if (cache_key && !cache_key->empty()) c.session_key = *cache_key;
   KV_ASSIGN_OR_RETURN(const ClientJson* metadata, top.optional_object("metadata"));
   (void)metadata;  // echoed only
