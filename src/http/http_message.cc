@@ -9,12 +9,6 @@
 namespace kvgate::http {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
@@ -60,7 +54,7 @@ std::optional<std::string> HttpRequest::query_param(std::string_view name) const
 
 bool HttpRequest::keep_alive() const {
   const auto conn = header("connection");
-  const std::string c = conn ? lower(*conn) : "";
+  const std::string c = conn ? util::ascii_lower(*conn) : "";
   if (version_minor == 0) return c.find("keep-alive") != std::string::npos;
   return c.find("close") == std::string::npos;
 }
@@ -149,7 +143,7 @@ HeadParse parse_request_head(std::string_view data, const HeadLimits& limits) {
     std::string_view name = h.substr(0, colon);
     if (!std::all_of(name.begin(), name.end(), is_token_char)) return fail(400, "malformed header name");
     if (r.headers.size() >= limits.max_headers) return fail(431, "too many request headers");
-    std::string lname = lower(name);
+    std::string lname = util::ascii_lower(name);
     std::string_view value = trim(h.substr(colon + 1));
     for (char c : value) {
       if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return fail(400, "invalid character in header value");
@@ -161,12 +155,14 @@ HeadParse parse_request_head(std::string_view data, const HeadLimits& limits) {
       if (content_length && *content_length != n) return fail(400, "conflicting Content-Length headers");
       content_length = n;
     } else if (lname == "transfer-encoding") {
-      if (lower(value) != "chunked") return fail(501, "unsupported Transfer-Encoding (only chunked)");
+      if (util::ascii_lower(value) != "chunked") {
+        return fail(501, "unsupported Transfer-Encoding (only chunked)");
+      }
       chunked = true;
     } else if (lname == "host") {
       if (r.header("host")) return fail(400, "more than one Host header");
     } else if (lname == "expect") {
-      if (lower(value) != "100-continue") return fail(417, "unsupported Expect header");
+      if (util::ascii_lower(value) != "100-continue") return fail(417, "unsupported Expect header");
       p.head.expect_continue = true;
     }
     r.headers.emplace_back(std::move(lname), std::string(value));

@@ -7,6 +7,8 @@
 #include <limits>
 #include <utility>
 
+#include "util/strings.h"
+
 namespace kvgate::util {
 namespace {
 
@@ -14,12 +16,6 @@ struct Suffix {
   std::string_view text;
   uint64_t factor;
 };
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Splits "1.5GiB" into the number "1.5" and the suffix "GiB" (whitespace between allowed).
 std::pair<std::string_view, std::string_view> split_number(std::string_view text) {
@@ -64,7 +60,7 @@ Result<uint64_t> parse_bytes(std::string_view text) {
       {"gb", 1000 * 1000 * 1000}, {"tb", 1000ULL * 1000 * 1000 * 1000},
   };
   auto [number, suffix] = split_number(text);
-  const std::string s = lower(suffix);
+  const std::string s = util::ascii_lower(suffix);
   for (const auto& candidate : kSuffixes) {
     if (s == candidate.text) return scale(text, number, candidate.factor);
   }
@@ -75,7 +71,7 @@ Result<uint64_t> parse_bytes(std::string_view text) {
 Result<uint64_t> parse_tokens(std::string_view text) {
   static constexpr Suffix kSuffixes[] = {{"", 1}, {"k", 1024}, {"m", 1024 * 1024}};
   auto [number, suffix] = split_number(text);
-  const std::string s = lower(suffix);
+  const std::string s = util::ascii_lower(suffix);
   for (const auto& candidate : kSuffixes) {
     if (s == candidate.text) return scale(text, number, candidate.factor);
   }
