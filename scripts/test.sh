@@ -18,8 +18,8 @@ scripts/setup.sh
 source scripts/build-env.sh
 
 jobs=$(nproc)
-phase "unit and end-to-end tests (ctest -L 'unit|e2e|faults' -LE tier2)"
-ctest --test-dir build --output-on-failure -j "$jobs" -L '^(unit|e2e|faults)$' -LE '^tier2$' "$@"
+phase "unit and end-to-end tests (ctest -L 'unit|e2e|faults')"
+ctest --test-dir build --output-on-failure -j "$jobs" -L '^(unit|e2e|faults)$' "$@"
 
 if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
   phase "asan build: the parsers' and servers' unit tests"
@@ -27,7 +27,7 @@ if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
   cmake --build build-asan -j "$jobs" --target sanitized_tests
   phase "asan tests: AddressSanitizer + UndefinedBehaviorSanitizer"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L '^unit$' -LE '^tier2$' "$@"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L '^unit$' "$@"
 fi
 phase "done"
 printf '[test] first tier passed\n' >&2
