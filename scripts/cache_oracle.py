@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Measures whether one API key can read another key's prompt cache through kvgate.
 
-Starts `kvgate up` (the default model unless --model) with two client keys, A and B, and the
+Starts `kvgate up` (the default model unless --model: a copy of it when another kvgate serves
+it) with two client keys, A and B, and the
 engine's slots (--parallel). Per round:
 
   1. A holds a conversation of --turns turns on a system prompt of --prefix-words words that
@@ -72,7 +73,7 @@ def wait_ready(port, proc, timeout=300):
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
-            raise SystemExit(f"kvgate up exited with {proc.returncode}")
+            raise SystemExit(f"kvgate up exited with {proc.returncode} (its output: up.log in the temporary folder)")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 if r.status == 200 and json.loads(r.read()).get("status") == "ok":
@@ -146,11 +147,12 @@ def main():
                   f"{new['ms']:.0f} ms; ratio {row['ratio']:.2f}; A turns 2..{a.turns} cached "
                   + ", ".join(f"{t['cached_tokens']}/{t['prompt_tokens']}" for t in a_turns), flush=True)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
     med = lambda xs: statistics.median(xs) if xs else 0
     summary = {
         "kvgate": a.kvgate, "parallel": a.parallel, "prefix_words": a.prefix_words, "rounds": len(rounds),
