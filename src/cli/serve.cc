@@ -323,6 +323,12 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
   }
   say(counting_note(m->learned.counting));
   if (m->learned.counting == gateway::Counting::kRender) say(shift_note(m->learned.shift, facts.fork));
+  if (cfg.api_keys.size() > 1) {
+    // kvgate clears a slot before another key's request uses it, but cannot see the server's
+    // host-memory prompt cache, which serves a prompt state to whichever slot asks.
+    say("several client keys: start the server with --cache-ram 0, or its host prompt cache lets one key reuse, "
+        "and so read, another key's prompts");
+  }
   gateway::GatewayOptions go = gateway_options(
       cfg, {.n_ctx_slot = facts.n_ctx_slot.value_or(0),
             .slots = facts.slots.value_or(1),

@@ -539,6 +539,21 @@ const UpOptionInfo* find_option(std::string_view name) {
   return nullptr;
 }
 
+// With several client keys the engine's host-memory prompt cache is off: it hands a prompt
+// state to any slot whose new prompt starts the same way, whichever key sent either, and the
+// gateway cannot see or clear it (docs/GATEWAY.md, "Keys and the engine's cache").
+Status keep_keys_apart(UpConfig& c) {
+  if (c.api_keys.size() < 2) return {};
+  if (c.settings.cache_ram_mib.value_or(0) > 0) {
+    return Error(fmt::format("--cache-ram {} MiB with {} client keys: the engine's host prompt cache would let one "
+                             "key reuse, and so read, another key's prompts; leave --cache-ram out (kvgate turns it "
+                             "off with several keys) or use one key",
+                             *c.settings.cache_ram_mib, c.api_keys.size()));
+  }
+  c.settings.cache_ram_mib = 0;
+  return {};
+}
+
 }  // namespace
 
 Result<UpConfig> resolve_up_options(const UpOptions& options) {
@@ -560,6 +575,7 @@ Result<UpConfig> resolve_up_options(const UpOptions& options) {
                                c.engine_devices.size(), c.engines));
     }
   }
+  KV_TRY(keep_keys_apart(c));
   return c;
 }
 

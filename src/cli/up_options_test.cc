@@ -227,6 +227,19 @@ TEST(UpOptionsTest, SeveralClientKeysEachTheirOwnScope) {
   EXPECT_NE(resolve_error({"--api-key-file", "/nonexistent/keys"}).find("cannot read"), std::string::npos);
 }
 
+TEST(UpOptionsTest, SeveralKeysTurnTheEnginesHostPromptCacheOff) {
+  // Its host-memory prompt cache would hand one key's prompt state to another key's slot.
+  const UpConfig two = resolve(parse({"--api-key", "alpha,beta"}));
+  ASSERT_TRUE(two.settings.cache_ram_mib.has_value());
+  EXPECT_EQ(*two.settings.cache_ram_mib, 0u);
+  EXPECT_EQ(*resolve(parse({"--api-key", "alpha,beta", "--cache-ram", "0"})).settings.cache_ram_mib, 0u);
+  EXPECT_NE(resolve_error({"--api-key", "alpha,beta", "--cache-ram", "4GiB"}).find("read, another key's prompts"),
+            std::string::npos);
+  // One key, or none: the engine's default, or what was asked.
+  EXPECT_FALSE(resolve(parse({"--api-key", "alpha"})).settings.cache_ram_mib.has_value());
+  EXPECT_EQ(*resolve(parse({"--api-key", "alpha", "--cache-ram", "4GiB"})).settings.cache_ram_mib, 4096u);
+}
+
 }  // namespace
 }  // namespace kvgate::cli
 

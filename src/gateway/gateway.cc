@@ -60,6 +60,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       upstream_(std::move(upstream)),
       sessions_(options_.max_sessions),
       slots_(options_.slots),
+      tenants_(options_.slots, options_.api_keys.size() > 1),
       tokens_(*upstream_),
       prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
       admission_(admission_options(options_)) {
@@ -346,6 +347,14 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   CancelScope cancel;
   json sent = body;
   if (!sent.contains("seed") || !sent["seed"].is_number_integer()) sent["seed"] = replay_seed();
+  if (tenants_.isolating()) {
+    // With several keys the slot is kvgate's choice (a client's id_slot too could name a slot
+    // another key used): one per key, the least recently used, holding only this key's content.
+    const std::string scope = caller_scope(request).value_or("");
+    const int slot = slots_.acquire("completion\x1f" + scope).first;
+    sent["id_slot"] = slot;
+    if (!keep_slot_private(slot, scope, false)) sent["cache_prompt"] = false;
+  }
   if (!rec.stream) {
     std::optional<DisconnectWatch> watch(std::in_place, client_gone, cancel);
     auto res =

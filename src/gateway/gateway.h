@@ -20,7 +20,9 @@
 //   GET  /slots                 passed through without any conversation's text (slot_listing.h)
 // Everything but /health needs an API key when keys are configured (Authorization: Bearer
 // or x-api-key; compared in constant time). Each key is a scope: sessions, their listing and
-// the slot owners in /kvgate/v1/status are those of the caller's key only. Errors are OpenAI-format JSON with proper
+// the slot owners in /kvgate/v1/status are those of the caller's key only; with several keys
+// no request reuses engine cache another key's requests left in a slot (slot_tenants.h), so
+// neither its cached_tokens nor its speed says what another key sent. Errors are OpenAI-format JSON with proper
 // statuses (Anthropic's format on /v1/messages routes); nothing a client sends reaches an exception outside handle()'s own catch.
 //
 // Capacity: chat turns, raw completions and manual compactions go through Admission
@@ -54,6 +56,7 @@
 #include "gateway/reply.h"
 #include "gateway/request_limits.h"
 #include "gateway/response_store.h"
+#include "gateway/slot_tenants.h"
 #include "gateway/stream_relay.h"
 #include "gateway/tokens.h"
 #include "gateway/turn.h"
@@ -320,11 +323,17 @@ class Gateway {
   ApiError from_engine_answer(int status, const std::string& body) const;
   std::chrono::milliseconds upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const;
   void learn_prefill_speed(double ms_per_token, uint64_t tokens);
+  // Before content of `scope` goes to `slot` (slot_tenants.h): with several keys, clears the
+  // slot when it may hold another key's content, unless `own_state` (the scope's own saved
+  // state was restored into it, replacing what it held). False when the slot could not be
+  // cleared: the request must then not reuse the slot's cache (cache_prompt false).
+  bool keep_slot_private(int slot, const std::string& scope, bool own_state);
 
   GatewayOptions options_;
   std::shared_ptr<Upstream> upstream_;
   SessionTable sessions_;
   SlotPool slots_;
+  SlotTenants tenants_;  // with several keys: whose content each slot holds
   TokenCounter tokens_;
   Metrics metrics_;
   std::atomic<double> prefill_ms_per_token_;

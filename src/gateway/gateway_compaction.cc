@@ -116,10 +116,14 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   if (rr.status != 200 || rj.is_discarded() || !rj.contains("prompt")) {
     return Error(fmt::format("summary: the engine could not render the request ({})", rr.status));
   }
+  // Not reusing the slot's cache when the turn may not (its slot could not be cleared of
+  // another key's content: keep_slot_private).
+  const auto cp = request_body.find("cache_prompt");
+  const bool cache_prompt = cp == request_body.end() || !cp->is_boolean() || cp->get<bool>();
   // Streamed: a model can emit bytes that are not valid UTF-8, which makes the engine reject
   // a non-streamed answer as a whole; the stream delivers every piece.
   json completion = {{"prompt", rj["prompt"]},  {"n_predict", max_tokens}, {"id_slot", slot},
-                     {"cache_prompt", true},    {"temperature", 0.3},      {"seed", kSummarySeed},
+                     {"cache_prompt", cache_prompt}, {"temperature", 0.3}, {"seed", kSummarySeed},
                      {"return_progress", true}, {"stream", true}};
   // The client's own token constraints apply to the summary too.
   if (request_body.contains("logit_bias")) completion["logit_bias"] = request_body["logit_bias"];
@@ -202,9 +206,10 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
   }
   json body = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
   mark_template_kwargs(body);
+  const int slot = session->slot < 0 ? 0 : session->slot;
+  if (!keep_slot_private(slot, session->scope, false)) body["cache_prompt"] = false;
   auto event = compact_conversation(*session, conv, body,
-                                    {.target = target, .first_new = conv.length, .trigger = "manual",
-                                     .slot = session->slot < 0 ? 0 : session->slot});
+                                    {.target = target, .first_new = conv.length, .trigger = "manual", .slot = slot});
   if (!event.ok()) return send_error(writer, event.error());
   {
     std::lock_guard lock(session->mu);

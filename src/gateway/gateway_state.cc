@@ -1,4 +1,4 @@
-// Gateway: durable sessions and the engine's context size.
+// Gateway: durable sessions, the engine's context size, and slots kept to one key's content.
 #include <fmt/format.h>
 
 #include "gateway/gateway.h"
@@ -179,6 +179,24 @@ uint64_t Gateway::context_tokens() {
     }
   }
   return context_tokens_;
+}
+
+bool Gateway::keep_slot_private(int slot, const std::string& scope, bool own_state) {
+  if (!tenants_.isolating()) return true;
+  if (own_state || !tenants_.foreign(slot, scope)) {
+    tenants_.hold(slot, scope);
+    return true;
+  }
+  auto cleared = clear_slot(*upstream_, slot);
+  if (!cleared.ok()) {
+    tenants_.forget(slot);
+    metrics_.add("slot_clear_failures_total");
+    util::log_event(util::LogLevel::kWarn, "slot_clear_failed", {{"slot", slot}, {"error", cleared.error().message()}});
+    return false;
+  }
+  metrics_.add(fmt::format("slot_clears_total{{how=\"{}\"}}", slot_clear_name(*cleared)));
+  tenants_.hold(slot, scope);
+  return true;
 }
 
 }  // namespace kvgate::gateway

@@ -151,7 +151,7 @@ KvKeeper::Prepared KvKeeper::prepare(int slot, const std::string& session, uint6
     act.last_restore_ms = unix_ms();
     act.restore_ms = ms;
   }
-  return {.restored = true, .tokens = tokens, .ms = ms};
+  return {.restored = true, .confirmed = !answer->unanswered, .tokens = tokens, .ms = ms};
 }
 
 bool KvKeeper::hold_next_prefix(int slot, const json& view, const json& body, const json& reply) {

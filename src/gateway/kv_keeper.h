@@ -77,6 +77,8 @@ class KvKeeper {
 
   struct Prepared {
     bool restored = false;
+    bool confirmed = false;  // restored, and the engine answered that it was (a restore
+                             // replaces everything the slot held)
     uint64_t tokens = 0;  // restored
     double ms = 0;
   };
