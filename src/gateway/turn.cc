@@ -82,7 +82,7 @@ ApiStatus Turn::prepare() {
 
 ApiStatus Turn::recognise() {
   // Which conversation is this? Only the caller's own (its API key's scope) are candidates.
-  keys_ = RequestKeys::of(req_.body["messages"]);
+  keys_ = RequestKeys::of(req_.body["messages"], session::tools_hash(req_.body));
   match_ = in_.name ? g_.sessions_.find_or_create(in_.scope, keys_, in_.name->id, in_.name->how)
                     : g_.sessions_.find_or_create(in_.scope, keys_, std::nullopt);
   session_ = match_.session;

@@ -162,6 +162,7 @@ json Conversation::to_json() const {
               {"first_assistant", first_assistant},
               {"generation", generation}};
   if (client_windows) out["client_windows"] = true;
+  if (tools != 0) out["tools"] = tools;
   if (system) out["system"] = {{"h", system->hash}, {"m", system->message}};
   if (summary) {
     out["summary"] = {{"text", summary->text},         {"covers_until", summary->covers_until},
@@ -186,6 +187,7 @@ std::optional<Conversation> Conversation::from_json(const json& j) {
     c.chain = j.at("chain").get<std::vector<uint64_t>>();
     c.generation = j.value("generation", uint64_t{0});
     c.client_windows = j.value("client_windows", false);
+    c.tools = j.value("tools", uint64_t{0});
     if (j.contains("exact")) c.exact = j["exact"].get<std::vector<uint64_t>>();
     if (j.contains("replies")) c.replies = j["replies"].get<std::set<uint64_t>>();
     // Not known for a state saved before it was kept: as if there were none (no evidence).

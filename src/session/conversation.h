@@ -78,6 +78,9 @@ struct Conversation {
   // The client sends later windows of this conversation (it drops its oldest messages);
   // without a client id its compactions drop turns instead of summarising them.
   bool client_windows = false;
+  // exact hash of the tool set (the request's `tools`) the conversation was last sent with, 0
+  // without tools: with the system message, what a client's thread is (threads.h).
+  uint64_t tools = 0;
 
   uint64_t first_kept() const { return std::max<uint64_t>(cut, system ? 1 : 0); }
   // The stored message at absolute index i (REQUIRES first_kept() <= i < length).

@@ -98,6 +98,14 @@ std::optional<WindowFit> fit_window(const Conversation& conv, const RequestKeys&
   return std::nullopt;
 }
 
+// Whether the request has a user, system or developer message in [from, to).
+bool asks_before(const json& messages, size_t from, size_t to) {
+  for (size_t i = from; i < to && i < messages.size(); ++i) {
+    if (is_role(messages[i], "user") || is_role(messages[i], "system") || is_role(messages[i], "developer")) return true;
+  }
+  return false;
+}
+
 // Index of the request's newest user message (the size when it has none).
 size_t newest_user(const json& messages) {
   for (size_t i = messages.size(); i > 0; --i) {
@@ -281,8 +289,11 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
       window = align_window(conv, keys, std::max<size_t>(after_system, 1));
     }
     // A window has dropped messages: fewer before the overlap than the kept history has. As
-    // many or more is an edit of earlier messages (the client's version is sent).
-    if (window && window->overlap > 0 && window->request < window->history) {
+    // many or more is an edit of earlier messages (the client's version is sent). A user or
+    // system message before the overlap is the request's own content, which the kept history
+    // would replace: no window either (only tool results whose call the window dropped are).
+    if (window && window->overlap > 0 && window->request < window->history &&
+        !asks_before(messages, after_system, window->request)) {
       // The client dropped its oldest turns of a conversation it named: continue the kept
       // history (content of this conversation's earlier requests).
       if (window->overlap < conv.length - window->history) conv.truncate(window->history + window->overlap);
@@ -309,6 +320,7 @@ Intake take_in(const Conversation& stored, const IntakeRequest& request, const S
   if (new_from > 0) take_system(in, messages, options);
   in.first_new = conv.length;
   for (size_t i = new_from; i < n; ++i) conv.append(messages[i]);
+  conv.tools = keys.tools;
   place_note(in, messages);
   return in;
 }

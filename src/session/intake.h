@@ -5,7 +5,8 @@
 //   own derivatives of content of this request (truncation markers, summaries of messages
 //   this request still carries, the note with this request's volatile values), and (c)
 //   content kept from earlier requests of the same conversation *named by its client*
-//   (an explicit id, scoped to the API key).
+//   (an explicit id, scoped to the API key; the id names a family, and the conversation is
+//   the request's thread in it: threads.h).
 //
 // Recognition without an id (session.h) may choose the session — its slot, its cached
 // prefix, its compaction state — but never adds what the request does not carry:
@@ -25,7 +26,9 @@
 //     one-shot agent run again the next day, another client with the same opening, one that shares only some
 //     messages), the conversation is rebuilt from the request alone.
 //   - A later window of a conversation (the client dropped its oldest turns) continues the
-//     kept history, summary included, for a named conversation. Recognised by content, it
+//     kept history, summary included, for a named conversation (not when a user, system or
+//     developer message of the request comes before the part it shares: the kept history
+//     would replace the request's own content). Recognised by content, it
 //     keeps what the request still carries verbatim — the kept messages from the cut on, the
 //     truncation decisions — and sets aside the summary and any kept message the request
 //     no longer carries (the conversation is then marked `client_windows`: its compactions

@@ -60,6 +60,17 @@ std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_i
   return keys;
 }
 
+ThreadKeys thread_keys_of(const Session& s) {
+  ThreadKeys k;
+  k.identity = thread_identity(s.conversation);
+  k.chain = s.conversation.chain;
+  k.request_messages = s.last_request_messages;
+  k.last_reply_exact = last_reply_exact(s.conversation);
+  k.last_request_exact = last_request_exact(s.conversation, s.last_request_messages);
+  k.reply_lines = reply_lines(s.conversation);
+  return k;
+}
+
 std::vector<uint64_t> recognition_keys(const Session& s) {
   return recognition_keys(s.scope, s.explicit_id, s.conversation, s.last_request_messages);
 }
@@ -101,8 +112,9 @@ uint64_t last_request_exact(const Conversation& c, uint64_t request_messages) {
   return c.exact[request_messages - 1];
 }
 
-RequestKeys RequestKeys::of(const nlohmann::json& messages) {
+RequestKeys RequestKeys::of(const nlohmann::json& messages, uint64_t tools) {
   RequestKeys r;
+  r.tools = tools;
   if (!messages.is_array()) return r;
   for (const auto& m : messages) {
     r.hashes.push_back(message_hash(m));
@@ -188,6 +200,7 @@ std::shared_ptr<Session> SessionTable::adopt(std::shared_ptr<Session> s) {
     keys = recognition_keys(*s);
     s->last_reply_exact = last_reply_exact(s->conversation);
     s->last_request_exact = last_request_exact(s->conversation, s->last_request_messages);
+    if (s->explicit_id) s->thread_keys = thread_keys_of(*s);
   }
   auto& own = keys_[s->id];
   for (uint64_t k : keys) {
@@ -223,30 +236,7 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
   Match m;
   const auto& chain = request.chain;
   if (explicit_id) {
-    const std::string id = scoped_session_id(scope, *explicit_id);
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) {
-      m.session = it->second;
-    } else if (loader_.load) {
-      if (auto s = loader_.load(id)) {
-        m.session = adopt(std::move(s));
-        m.loaded = true;
-      }
-    }
-    if (m.session && (m.session->scope != scope || !m.session->explicit_id)) {
-      // Cannot happen with ids made here (the scope is part of the id); refuse rather than trust it.
-      m = Match{};
-      m.session = create(new_session_id(), scope, true);
-      m.created = true;
-    } else if (m.session) {
-      std::lock_guard slock(m.session->mu);
-      size_t n = 0;
-      while (n < chain.size() && n < m.session->chain.size() && chain[n] == m.session->chain[n]) ++n;
-      m.matched_messages = n;
-    } else {
-      m.session = create(id, scope, true);
-      m.created = true;
-    }
+    find_thread(scope, *explicit_id, request, m);
     m.how = how_explicit;
   } else {
     for (size_t k = chain.size(); k > 0 && !m.session; --k) {
@@ -272,6 +262,75 @@ SessionTable::Match SessionTable::find_or_create(const std::string& scope, const
   }
   evict_if_needed();
   return m;
+}
+
+void SessionTable::find_thread(const std::string& scope, const std::string& client_id, const RequestKeys& request,
+                               Match& m) {
+  std::shared_ptr<Session> best, idle_oldest;
+  ThreadFit best_fit;
+  bool best_loaded = false;
+  std::string free_id;
+  for (int n = 1; n <= kMaxThreads; ++n) {
+    const std::string id = thread_session_id(scope, client_id, n);
+    std::shared_ptr<Session> s;
+    bool loaded = false;
+    if (auto it = sessions_.find(id); it != sessions_.end()) {
+      s = it->second;
+    } else if (loader_.load) {
+      if ((s = loader_.load(id))) {
+        s = adopt(std::move(s));
+        loaded = true;
+      }
+    }
+    if (!s) {
+      if (free_id.empty()) free_id = id;
+      continue;
+    }
+    // Cannot happen with ids made here (the scope is part of the id); refuse rather than trust it.
+    if (s->scope != scope || !s->explicit_id) continue;
+    ThreadFit fit;
+    std::chrono::system_clock::time_point used;
+    {
+      std::lock_guard slock(s->mu);
+      fit = thread_fit(s->thread_keys, request);
+      used = s->last_used;
+    }
+    auto last_used = [](const std::shared_ptr<Session>& x) {
+      std::lock_guard slock(x->mu);
+      return x->last_used;
+    };
+    if (fit.belongs && (!best || fit.shared > best_fit.shared ||
+                        (fit.shared == best_fit.shared && used > last_used(best)))) {
+      best = s;
+      best_fit = fit;
+      best_loaded = loaded;
+    }
+    if (s.use_count() <= 2 && (!idle_oldest || used < last_used(idle_oldest))) idle_oldest = s;
+  }
+  if (best) {
+    m.session = best;
+    m.matched_messages = best_fit.shared;
+    m.loaded = best_loaded;
+    return;
+  }
+  if (free_id.empty()) {
+    // The family is full: its least recently used idle thread makes way (its state goes; a
+    // request of it still running keeps its own copy).
+    free_id = idle_oldest ? idle_oldest->id : thread_session_id(scope, client_id, kMaxThreads);
+    if (auto it = sessions_.find(free_id); it != sessions_.end()) {
+      {
+        std::lock_guard slock(it->second->mu);
+        unindex(*it->second);
+      }
+      if (auto pos = lru_pos_.find(free_id); pos != lru_pos_.end()) {
+        lru_.erase(pos->second);
+        lru_pos_.erase(pos);
+      }
+      sessions_.erase(it);
+    }
+  }
+  m.session = create(free_id, scope, true);
+  m.created = true;
 }
 
 std::shared_ptr<Session> SessionTable::find_window(const std::string& scope, const RequestKeys& request,
@@ -348,8 +407,13 @@ void SessionTable::update_chain(const std::shared_ptr<Session>& session, std::ve
   unindex(*session);
   session->chain = std::move(chain);
   session->last_request_messages = request_messages;
+  if (session->explicit_id) {  // found by its id only: what places its family's requests
+    session->thread_keys.identity = thread_identity(session->conversation);
+    session->thread_keys.chain = session->chain;
+    session->thread_keys.request_messages = request_messages;
+    return;
+  }
   if (sessions_.find(session->id) == sessions_.end()) return;  // evicted meanwhile: keep it unindexed
-  if (session->explicit_id) return;  // found by its id only
   auto& keys = keys_[session->id];
   auto add = [&](uint64_t key) {
     by_chain_end_[key] = session->id;
@@ -368,6 +432,7 @@ void SessionTable::set_keys(const std::shared_ptr<Session>& session, const std::
   session->last_reply_exact = last_reply_exact(session->conversation);
   session->last_request_exact = last_request_exact(session->conversation, session->last_request_messages);
   session->reply_lines = session->explicit_id ? 0 : reply_lines(session->conversation).size();
+  if (session->explicit_id) session->thread_keys = thread_keys_of(*session);
   if (sessions_.find(session->id) == sessions_.end()) return;
   auto& own = keys_[session->id];
   for (uint64_t k : keys) {

@@ -9,8 +9,10 @@
 // can reach, list or continue another key's conversation, by id or by content.
 //
 // SessionTable::find_or_create() maps a request to a session of its scope:
-//   1. an explicit id (X-Session-Id header, `user`, ...) wins; such a session is found by its
-//      id only, never by content;
+//   1. an explicit id (X-Session-Id header, `user`, ...) wins: it names a family of threads
+//      (threads.h), and the request goes to the thread of that family whose history it
+//      extends, or starts a sibling thread; such sessions are found by their id only, never by
+//      content;
 //   2. otherwise the session whose chain is the longest prefix of the request's chain (the
 //      request continues that conversation, or repeats its last request);
 //   3. otherwise a session whose kept messages contain the request's first two messages after
@@ -56,6 +58,7 @@
 #include <nlohmann/json.hpp>
 
 #include "session/conversation.h"
+#include "session/threads.h"
 #include "session/turn_log.h"
 
 namespace kvgate::session {
@@ -96,6 +99,7 @@ class Session {
   std::chrono::system_clock::time_point created = std::chrono::system_clock::now();
   std::chrono::system_clock::time_point last_used = created;
   std::string recognised_by;  // how the last request was matched: header, user, prefix, window, new
+  ThreadKeys thread_keys;     // a named session's: what places its family's requests (threads.h)
 
   // Guarded by `turn` (only the request holding it reads or changes these).
   Conversation conversation;
@@ -126,7 +130,8 @@ struct RequestKeys {
   // message (a self-summarising client's continuation carries the summary there), distinct.
   std::vector<uint64_t> lines;
   bool system = false;  // the first message is a system message
-  static RequestKeys of(const nlohmann::json& messages);
+  uint64_t tools = 0;   // tools_hash() of the request (threads.h)
+  static RequestKeys of(const nlohmann::json& messages, uint64_t tools = 0);
 };
 
 class SessionTable {
@@ -188,6 +193,9 @@ class SessionTable {
   // Step 3 and 4 of find_or_create(). REQUIRES: mu_ held
   std::shared_ptr<Session> find_window(const std::string& scope, const RequestKeys& request, bool* loaded);
   std::shared_ptr<Session> find_continuation(const std::string& scope, const RequestKeys& request, bool* loaded);
+  // Step 1: the thread of the family `client_id` names that the request belongs to, or a new
+  // one (threads.h). REQUIRES: mu_ held
+  void find_thread(const std::string& scope, const std::string& client_id, const RequestKeys& request, Match& m);
   // The session of `scope` indexed (or stored) under `key`. REQUIRES: mu_ held
   std::shared_ptr<Session> lookup_key(const std::string& scope, uint64_t key, bool* loaded);
 
@@ -244,6 +252,8 @@ inline constexpr size_t kWindowStarts = 8;
 std::vector<uint64_t> recognition_keys(const std::string& scope, bool explicit_id, const Conversation& c,
                                        uint64_t request_messages);
 std::vector<uint64_t> recognition_keys(const Session& s);  // REQUIRES: s.mu held, and s.turn or s unshared
+// What places a named session's family's requests (threads.h). REQUIRES: as recognition_keys().
+ThreadKeys thread_keys_of(const Session& s);
 // The trimmed lines of `text` at least kCarriedLineBytes long, as hashes: the first `max_lines`
 // (distinct when `distinct`). What a continuation is recognised by: a reply's lines survive a
 // client's re-wrapping of the summary (tags dropped, blank lines collapsed) verbatim.

@@ -150,9 +150,9 @@ MiniGateway::MiniGateway(size_t max_sessions, uint64_t high) : table_(max_sessio
 }
 
 MiniGateway::Turn MiniGateway::send(const std::string& scope, const std::optional<std::string>& id,
-                                    const json& messages, const json& reply) {
+                                    const json& messages, const json& reply, uint64_t tools) {
   Turn t;
-  const RequestKeys keys = RequestKeys::of(messages);
+  const RequestKeys keys = RequestKeys::of(messages, tools);
   auto match = table_.find_or_create(scope, keys, id);
   t.session = match.session;
   t.how = match.how;
@@ -212,12 +212,28 @@ std::string traceable_summary(const Conversation& c, uint64_t until) {
 }
 
 void IsolationOracle::answered(const std::string& scope, const std::optional<std::string>& id, const json& messages,
-                               const json& reply) {
-  log_.push_back({scope, id, messages, reply, hashes_of(messages), masked_of(messages), exact_hash(reply)});
+                               const json& reply, const std::string& thread) {
+  log_.push_back({scope, id, thread, messages, reply, hashes_of(messages), masked_of(messages), exact_hash(reply)});
+}
+
+std::string IsolationOracle::check_complete(const json& messages, const json& view) {
+  size_t at = 0;  // the next view message to look at
+  for (size_t i = !messages.empty() && is_system(messages[0]) ? 1 : 0; i < messages.size(); ++i) {
+    const uint64_t want = exact_hash(messages[i]);
+    bool found = false;
+    std::vector<std::string> ignored;
+    for (; at < view.size() && !found; ++at) {
+      const json bare = without_note(view[at], ignored);
+      found = exact_hash(bare) == want || truncated_from(bare, messages[i]);
+    }
+    if (!found) return fmt::format("request message {} does not reach the engine: {}", i, util::json_text(messages[i]).substr(0, 300));
+  }
+  return "";
 }
 
 std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const std::string& scope,
                                                                          const std::optional<std::string>& id,
+                                                                         const std::string& thread,
                                                                          const json& messages) const {
   const std::vector<uint64_t> exact = hashes_of(messages);
   const std::vector<uint64_t> masked = masked_of(messages);
@@ -239,7 +255,7 @@ std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const s
   std::vector<const Answered*> out;
   for (const auto& a : log_) {
     if (a.scope != scope) continue;
-    if (id && a.id == id) {
+    if (id && a.id == id && a.thread == thread) {
       out.push_back(&a);
       continue;
     }
@@ -254,8 +270,8 @@ std::vector<const IsolationOracle::Answered*> IsolationOracle::ancestors(const s
 }
 
 std::string IsolationOracle::check(const std::string& scope, const std::optional<std::string>& id,
-                                   const json& messages, const json& view) const {
-  const auto family = ancestors(scope, id, messages);
+                                   const json& messages, const json& view, const std::string& thread) const {
+  const auto family = ancestors(scope, id, thread, messages);
   const std::vector<uint64_t> masked = masked_of(messages);
   const size_t newest = newest_user(messages);
   std::vector<const json*> allowed;
@@ -277,7 +293,7 @@ std::string IsolationOracle::check(const std::string& scope, const std::optional
     for (size_t i = 0; i < newest && i < a->messages.size(); ++i) {
       if (is_pinnable(messages[i]) && a->masked[i] == masked[i]) pinned.push_back(&a->messages[i]);
     }
-    if (id && a->id == id) {
+    if (id && a->id == id && a->thread == thread) {
       for (const auto& m : a->messages) allowed.push_back(&m), texts.insert(quoted(message_text(m)));
       allowed.push_back(&a->reply);
       texts.insert(quoted(message_text(a->reply)));

@@ -6,8 +6,10 @@
 // For a request R (scope, optional client id), the view V passes when:
 //   - every message of V other than the system message and kvgate's summary note is, once
 //     kvgate's volatile-values note and truncation marker are taken out, exactly a message of
-//     R — or, for a named conversation, of an earlier request or reply with the same scope
-//     and id;
+//     R — or, for a named conversation, of an earlier request or reply with the same scope,
+//     id and thread. A client's id names a family of threads (session/threads.h): the caller
+//     that knows which thread a request is (a generated client: its main thread, a title
+//     request, a sub-agent) passes it, and content of the id's other threads is refused;
 //   - the system message is R's, or differs from R's only in volatile substrings (normalize.h)
 //     with every differing line taken from the system message of an *ancestor*, and every
 //     line of R's system message that V's lacks is in a volatile-values note of V (the
@@ -47,17 +49,23 @@ using session::SessionTable;
 
 class IsolationOracle {
  public:
-  // Records a request kvgate answered and its reply (call after check()).
+  // Records a request kvgate answered and its reply (call after check()); `thread` is the
+  // client's own thread of the request ("": the id is taken as one thread).
   void answered(const std::string& scope, const std::optional<std::string>& id, const nlohmann::json& messages,
-                const nlohmann::json& reply);
+                const nlohmann::json& reply, const std::string& thread = "");
   // Empty when `view` satisfies the invariant for the request; otherwise what broke it.
   std::string check(const std::string& scope, const std::optional<std::string>& id, const nlohmann::json& messages,
-                    const nlohmann::json& view) const;
+                    const nlohmann::json& view, const std::string& thread = "") const;
+  // Empty when every message of the request after its system message reaches `view` (up to
+  // kvgate's note), in the request's order: nothing of the request was lost or replaced. For
+  // views no compaction touched.
+  static std::string check_complete(const nlohmann::json& messages, const nlohmann::json& view);
 
  private:
   struct Answered {
     std::string scope;
     std::optional<std::string> id;
+    std::string thread;
     nlohmann::json messages;
     nlohmann::json reply;
     std::vector<uint64_t> exact;  // exact_hash() of each message (the system's: message_hash())
@@ -65,7 +73,7 @@ class IsolationOracle {
     uint64_t reply_exact = 0;
   };
   std::vector<const Answered*> ancestors(const std::string& scope, const std::optional<std::string>& id,
-                                         const nlohmann::json& messages) const;
+                                         const std::string& thread, const nlohmann::json& messages) const;
   std::vector<Answered> log_;
 };
 
@@ -82,8 +90,9 @@ class MiniGateway {
     Intake intake;
     std::string how;      // how the table recognised the request
   };
+  // `tools`: tools_hash() of the request's tool set (threads.h), 0 without tools.
   Turn send(const std::string& scope, const std::optional<std::string>& id, const nlohmann::json& messages,
-            const nlohmann::json& reply);
+            const nlohmann::json& reply, uint64_t tools = 0);
   SessionTable& table() { return table_; }
 
  private:

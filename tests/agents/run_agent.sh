@@ -3,8 +3,9 @@
 #
 #   tests/agents/run_agent.sh CLI BASE_URL WORKDIR OUTDIR
 #
-# CLI       claude (Claude Code: POST /v1/messages), codex (Codex CLI: POST /v1/responses) or
-#           qwen (Qwen Code: POST /v1/chat/completions)
+# CLI       claude (Claude Code: POST /v1/messages), codex (Codex CLI: POST /v1/responses),
+#           qwen (Qwen Code: POST /v1/chat/completions) or opencode (opencode: POST
+#           /v1/chat/completions, through its bundled OpenAI-compatible provider)
 # BASE_URL  the server's root, e.g. http://127.0.0.1:8080 (no /v1: each CLI adds its own paths)
 # WORKDIR   the folder the CLI works in (its cwd); left as the CLI leaves it
 # OUTDIR    created if missing; receives stdout.txt, stderr.txt, exit_code (the CLI's status;
@@ -40,7 +41,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "run_agent: $*" >&2; exit 2; }
-[[ $# -eq 4 ]] || die "usage: $0 claude|codex|qwen BASE_URL WORKDIR OUTDIR"
+[[ $# -eq 4 ]] || die "usage: $0 claude|codex|qwen|opencode BASE_URL WORKDIR OUTDIR"
 cli=$1 base_url=${2%/} workdir=$3 outdir=$4
 [[ -d "$workdir" ]] || die "no folder $workdir"
 mkdir -p "$outdir"
@@ -151,7 +152,40 @@ EOF
     if [[ -n "$max_turns" ]]; then args+=(--max-session-turns "$max_turns"); fi
     if [[ "$continue_last" == 1 ]]; then args+=(--continue); fi
     ;;
-  *) die "unknown CLI '$cli' (claude, codex or qwen)" ;;
+  opencode)
+    # opencode's native build, from its platform package (the wrapper package's bin starts it).
+    bin=$(ls "$modules"/opencode-linux-*/bin/opencode 2>/dev/null | head -n1)
+    [[ -n "$bin" ]] || die "no opencode binary for this platform under $modules"
+    mkdir -p "$home/.config/opencode"
+    limit=''
+    if [[ -n "$max_out" ]]; then limit=", \"limit\": {\"context\": 32768, \"output\": $max_out}"; fi
+    # One OpenAI-compatible provider (bundled in the binary: nothing is installed at start),
+    # used for the agent and as the small model (titles, summaries).
+    cat > "$home/.config/opencode/opencode.json" <<EOF
+{
+  "\$schema": "https://opencode.ai/config.json",
+  "provider": {
+    "kvgate": {
+      "npm": "@ai-sdk/openai-compatible",
+      "name": "kvgate",
+      "options": { "baseURL": "$base_url/v1", "apiKey": "{env:KVGATE_API_KEY}" },
+      "models": { "$model": { "name": "$model"$limit } }
+    }
+  },
+  "model": "kvgate/$model",
+  "small_model": "kvgate/$model",
+  "autoupdate": false,
+  "share": "disabled"
+}
+EOF
+    env_cli=(KVGATE_API_KEY="$api_key" OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1
+      OPENCODE_DISABLE_DEFAULT_PLUGINS=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1
+      OPENCODE_DISABLE_CLAUDE_CODE=1 OPENCODE_DISABLE_EXTERNAL_SKILLS=1)
+    args=("$bin" run --format json --model "kvgate/$model")
+    if [[ "$continue_last" == 1 ]]; then args+=(--continue); fi
+    args+=("$prompt")
+    ;;
+  *) die "unknown CLI '$cli' (claude, codex, qwen or opencode)" ;;
 esac
 
 {
