@@ -20,37 +20,34 @@
 
 namespace kvgate::plan {
 
-// Typed access to `<arch>.<key>` values with the engine's conventions. Values that are
-// present but malformed (negative, too large, wrong kind, per-layer arrays of the wrong
-// length) are remembered as the first error; describe_model() reports it.
+// Typed access to `<arch>.<key>` values with the engine's conventions. A key that is absent
+// reads as nullopt; one that is present but malformed (negative, too large, wrong kind,
+// per-layer arrays of the wrong length) is an Error naming the key, and the caller stops there.
 class ArchKeys {
  public:
   ArchKeys(const gguf::File& file, std::string arch, uint32_t n_layer_all)
       : file_(file), arch_(std::move(arch)), n_layer_all_(n_layer_all) {}
 
   bool has(std::string_view key) const;
-  // A scalar unsigned integer that fits 32 bits.
-  std::optional<uint32_t> u32(std::string_view key) const;
+  // A scalar unsigned integer (or bool) that fits 32 bits; an array reads as absent.
+  Result<std::optional<uint32_t>> u32(std::string_view key) const;
+  // u32(key), or `fallback` when absent.
+  Result<uint32_t> u32_or(std::string_view key, uint32_t fallback) const;
   // A scalar, or an array of `n` integers/bools (n = block_count unless given): one value
-  // per layer. nullopt when absent.
-  std::optional<std::vector<uint32_t>> per_layer(std::string_view key, uint32_t n = 0) const;
+  // per layer.
+  Result<std::optional<std::vector<uint32_t>>> per_layer(std::string_view key, uint32_t n = 0) const;
   // True when the key holds an array (of any length).
   bool is_array(std::string_view key) const;
 
   uint32_t n_layer_all() const { return n_layer_all_; }
   const gguf::File& file() const { return file_; }
-  const std::string& error() const { return error_; }
 
  private:
   std::string full(std::string_view key) const { return arch_ + "." + std::string(key); }
-  void fail(std::string message) const {
-    if (error_.empty()) error_ = std::move(message);
-  }
 
   const gguf::File& file_;
   std::string arch_;
   uint32_t n_layer_all_;
-  mutable std::string error_;
 };
 
 // Applies the architecture's rules to `d` (whose generic fields and per-layer heads are

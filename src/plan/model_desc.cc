@@ -125,35 +125,37 @@ Result<ModelDescriptor> describe_model(const gguf::File& f, const DescribeOption
   }
   d.n_layer_all = static_cast<uint32_t>(*block_count);
   ArchKeys keys(f, d.arch, d.n_layer_all);
-  const uint32_t nextn = keys.u32("nextn_predict_layers").value_or(0);
+  KV_ASSIGN_OR_RETURN(const uint32_t nextn, keys.u32_or("nextn_predict_layers", 0));
   if (nextn > d.n_layer_all) {
     return Error(fmt::format("{}nextn_predict_layers {} exceeds block_count {}", prefix, nextn, d.n_layer_all));
   }
   d.n_layer = d.n_layer_all - nextn;
-  d.n_embd = keys.u32("embedding_length").value_or(0);
-  d.n_ctx_train = keys.u32("context_length").value_or(0);
+  KV_ASSIGN_OR_RETURN(d.n_embd, keys.u32_or("embedding_length", 0));
+  KV_ASSIGN_OR_RETURN(d.n_ctx_train, keys.u32_or("context_length", 0));
   d.n_vocab = vocab_size(f, d.arch);
-  d.n_expert = keys.u32("expert_count").value_or(0);
-  if (auto used = keys.per_layer("expert_used_count")) d.n_expert_used = *std::max_element(used->begin(), used->end());
-  if (auto ff_exp = keys.per_layer("expert_feed_forward_length")) {
-    d.n_ff_exp = *std::max_element(ff_exp->begin(), ff_exp->end());
-  }
+  KV_ASSIGN_OR_RETURN(d.n_expert, keys.u32_or("expert_count", 0));
+  KV_ASSIGN_OR_RETURN(auto used, keys.per_layer("expert_used_count"));
+  if (used) d.n_expert_used = *std::max_element(used->begin(), used->end());
+  KV_ASSIGN_OR_RETURN(auto ff_exp, keys.per_layer("expert_feed_forward_length"));
+  if (ff_exp) d.n_ff_exp = *std::max_element(ff_exp->begin(), ff_exp->end());
 
-  const auto n_head = keys.per_layer("attention.head_count").value_or(std::vector<uint32_t>(d.n_layer_all, 0));
-  const auto n_head_kv = keys.per_layer("attention.head_count_kv").value_or(n_head);
-  const auto n_ff = keys.per_layer("feed_forward_length").value_or(std::vector<uint32_t>(d.n_layer_all, 0));
-  if (!keys.error().empty()) return Error(keys.error());
+  KV_ASSIGN_OR_RETURN(auto head_keys, keys.per_layer("attention.head_count"));
+  const auto n_head = head_keys.value_or(std::vector<uint32_t>(d.n_layer_all, 0));
+  KV_ASSIGN_OR_RETURN(auto head_kv_keys, keys.per_layer("attention.head_count_kv"));
+  const auto n_head_kv = head_kv_keys.value_or(n_head);
+  KV_ASSIGN_OR_RETURN(auto ff_keys, keys.per_layer("feed_forward_length"));
+  const auto n_ff = ff_keys.value_or(std::vector<uint32_t>(d.n_layer_all, 0));
 
   // Head lengths: explicit keys, else n_embd / n_head of layer 0 (the engine's default).
   const uint32_t head0 = n_head.empty() ? 0 : n_head[0];
   uint32_t k_full = 0;
   uint32_t v_full = 0;
   if (head0 > 0) {
-    k_full = keys.u32("attention.key_length").value_or(d.n_embd / head0);
-    v_full = keys.u32("attention.value_length").value_or(d.n_embd / head0);
+    KV_ASSIGN_OR_RETURN(k_full, keys.u32_or("attention.key_length", d.n_embd / head0));
+    KV_ASSIGN_OR_RETURN(v_full, keys.u32_or("attention.value_length", d.n_embd / head0));
   }
-  const uint32_t k_swa = keys.u32("attention.key_length_swa").value_or(k_full);
-  const uint32_t v_swa = keys.u32("attention.value_length_swa").value_or(v_full);
+  KV_ASSIGN_OR_RETURN(const uint32_t k_swa, keys.u32_or("attention.key_length_swa", k_full));
+  KV_ASSIGN_OR_RETURN(const uint32_t v_swa, keys.u32_or("attention.value_length_swa", v_full));
 
   d.layers.resize(d.n_layer_all);
   for (uint32_t il = 0; il < d.n_layer_all; ++il) {

@@ -189,5 +189,44 @@ TEST(ModelDesc, Errors) {
   EXPECT_NE(no_window.error().message().find("sliding_window"), std::string::npos);
 }
 
+// The first malformed key ends the description with its own message: neither a later malformed
+// key nor a rule's "required" check that follows it is reported instead.
+TEST(ModelDesc, FirstMalformedKeyStopsTheRules) {
+  auto hybrid = MetaModel("qwen35")
+                    .u32("block_count", 4)
+                    .u32("embedding_length", 256)
+                    .u32("attention.head_count", 8)
+                    .i32("ssm.conv_kernel", -1)
+                    .u32s("attention.recurrent_layers", {1, 0})
+                    .describe();
+  ASSERT_FALSE(hybrid.ok());
+  const std::string& first = hybrid.error().message();
+  EXPECT_NE(first.find("qwen35.ssm.conv_kernel must be an unsigned integer"), std::string::npos) << first;
+  EXPECT_EQ(first.find("recurrent_layers"), std::string::npos) << first;
+
+  auto window = MetaModel("gpt-oss")
+                    .u32("block_count", 2)
+                    .u32("attention.head_count", 8)
+                    .i32("attention.sliding_window", -1)
+                    .describe();
+  ASSERT_FALSE(window.ok());
+  const std::string& bad_window = window.error().message();
+  EXPECT_NE(bad_window.find("gpt-oss.attention.sliding_window must be an unsigned integer"), std::string::npos)
+      << bad_window;
+  EXPECT_EQ(bad_window.find("is required"), std::string::npos) << bad_window;
+
+  auto pattern = MetaModel("gemma4")
+                     .u32("block_count", 4)
+                     .u32("attention.head_count", 8)
+                     .u32("attention.sliding_window", 512)
+                     .u32s("attention.sliding_window_pattern", {1, 0})
+                     .describe();
+  ASSERT_FALSE(pattern.ok());
+  const std::string& short_pattern = pattern.error().message();
+  EXPECT_NE(short_pattern.find("gemma4.attention.sliding_window_pattern has 2 entries"), std::string::npos)
+      << short_pattern;
+  EXPECT_EQ(short_pattern.find("is required"), std::string::npos) << short_pattern;
+}
+
 }  // namespace
 }  // namespace kvgate::plan

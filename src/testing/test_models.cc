@@ -41,6 +41,11 @@ MetaModel& MetaModel::u32s(const std::string& key, std::vector<uint32_t> v) {
   return *this;
 }
 
+MetaModel& MetaModel::i32(const std::string& key, int32_t v) {
+  keys_.push_back({key, {static_cast<uint32_t>(v)}, false, false, true});
+  return *this;
+}
+
 MetaModel& MetaModel::bools(const std::string& key, std::vector<bool> v) {
   std::vector<uint32_t> values(v.begin(), v.end());
   keys_.push_back({key, std::move(values), true, true});
@@ -60,7 +65,9 @@ Result<ModelDescriptor> MetaModel::describe() const {
   for (const auto& k : keys_) {
     const std::string full = arch_ + "." + k.key;
     if (k.key == "embedding_length" && !k.values.empty()) n_embd = k.values[0];
-    if (!k.array) {
+    if (k.is_signed) {
+      KV_TRY(w.add_i32(full, static_cast<int32_t>(k.values[0])));
+    } else if (!k.array) {
       KV_TRY(w.add_u32(full, k.values[0]));
     } else if (k.boolean) {
       std::vector<bool> flags(k.values.begin(), k.values.end());

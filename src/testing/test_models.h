@@ -22,6 +22,8 @@ class MetaModel {
   // `<arch>.<key>` = v
   MetaModel& u32(const std::string& key, uint32_t v);
   MetaModel& u32s(const std::string& key, std::vector<uint32_t> v);
+  // A signed scalar (a negative one is a malformed value for the planner's u32 keys).
+  MetaModel& i32(const std::string& key, int32_t v);
   MetaModel& bools(const std::string& key, std::vector<bool> v);
   // A token embedding of n_embd × n_vocab F16 (and an output.weight unless tied).
   MetaModel& vocab(uint32_t n_vocab, bool tied = true);
@@ -35,6 +37,7 @@ class MetaModel {
     std::vector<uint32_t> values;
     bool array = false;
     bool boolean = false;
+    bool is_signed = false;
   };
   std::string arch_;
   std::vector<Key> keys_;
