@@ -2,6 +2,7 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
+#include "gateway/json_headers.h"
 #include "util/json.h"
 
 namespace kvgate::gateway {
@@ -13,8 +14,6 @@ using http::ResponseWriter;
 using nlohmann::json;
 
 namespace {
-
-const HeaderList kJson = {{"Content-Type", "application/json"}};
 
 std::string data_event(const json& chunk) { return "data: " + util::json_text(chunk) + "\n\n"; }
 
@@ -47,7 +46,7 @@ std::optional<ConversationName> named_conversation(std::optional<std::string_vie
 }
 
 void send_api_error(ResponseWriter& writer, const ApiError& error) {
-  HeaderList headers = kJson;
+  HeaderList headers = kJsonHeaders;
   if (error.retry_after_s) headers.emplace_back("Retry-After", std::to_string(*error.retry_after_s));
   writer.send(error.status, headers, error.body());
 }
@@ -102,9 +101,9 @@ void ChatCompletionsAdapter::end_stream(bool complete) {
 
 void ChatCompletionsAdapter::answer(const json& response, std::string_view engine_text) {
   if (!engine_text.empty()) {
-    writer_.send(200, kJson, engine_text);
+    writer_.send(200, kJsonHeaders, engine_text);
   } else {
-    writer_.send(200, kJson, util::json_text(response));
+    writer_.send(200, kJsonHeaders, util::json_text(response));
   }
 }
 

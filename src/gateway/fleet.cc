@@ -4,6 +4,7 @@
 
 #include "gateway/api_error.h"
 #include "gateway/fleet_writers.h"
+#include "gateway/json_headers.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -13,8 +14,6 @@ namespace {
 using http::HttpRequest;
 using http::ResponseWriter;
 using nlohmann::json;
-
-const http::HeaderList kJson = {{"Content-Type", "application/json"}};
 
 bool is_conversation_route(const HttpRequest& r) {
   return r.method == "POST" && (r.path == "/v1/chat/completions" || r.path == "/v1/messages" ||
@@ -227,7 +226,7 @@ void Fleet::health(const HttpRequest& request, ResponseWriter& writer) {
                          {"health", json::parse(answers[i].body, nullptr, false)}});
   }
   json body = {{"status", any_up ? "ok" : "unavailable"}, {"gateway", "ok"}, {"upstreams", upstreams}};
-  http::HeaderList headers = kJson;
+  http::HeaderList headers = kJsonHeaders;
   if (!any_up) headers.emplace_back("Retry-After", "2");
   writer.send(any_up ? 200 : 503, headers, util::json_text(body));
 }
@@ -256,7 +255,7 @@ void Fleet::status(const HttpRequest& request, ResponseWriter& writer) {
   body["routing"] = {{"policy", options_.routing == Routing::kAffinity ? "affinity" : "round-robin"},
                      {"conversations_remembered", index_.conversations()},
                      {"routed", routed_}};
-  writer.send(200, kJson, util::json_text(body));
+  writer.send(200, kJsonHeaders, util::json_text(body));
 }
 
 void Fleet::sessions(const HttpRequest& request, ResponseWriter& writer) {
@@ -271,7 +270,7 @@ void Fleet::sessions(const HttpRequest& request, ResponseWriter& writer) {
       data.push_back(std::move(s));
     }
   }
-  writer.send(200, kJson, util::json_text(json{{"object", "list"}, {"data", data}}));
+  writer.send(200, kJsonHeaders, util::json_text(json{{"object", "list"}, {"data", data}}));
 }
 
 void Fleet::metrics(const HttpRequest& request, ResponseWriter& writer) {

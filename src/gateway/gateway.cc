@@ -9,6 +9,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
 #include "gateway/engine_errors.h"
+#include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
 #include "gateway/reply.h"
 #include "gateway/request_checks.h"
@@ -43,8 +44,6 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   }
   return diff == 0;
 }
-
-const HeaderList kJson = {{"Content-Type", "application/json"}};
 
 AdmissionOptions admission_options(const GatewayOptions& o) {
   AdmissionOptions a = o.admission;
@@ -187,7 +186,7 @@ HeadVerdict Gateway::check_head(const HttpRequest& head) const {
   auto route = route_for(head);
   if (!route.ok()) {
     v.status = anthropic_path(head.path) ? anthropic_error_of(route.error()).status : route.error().status;
-    v.headers = kJson;
+    v.headers = kJsonHeaders;
     v.body = error_body(head.path, route.error());
   }
   return v;
@@ -227,7 +226,7 @@ std::optional<std::string> Gateway::caller_scope(const HttpRequest& request) con
 void Gateway::send_error(ResponseWriter& writer, const ApiError& error) { send_api_error(writer, error); }
 
 void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
-  writer.send(status, kJson, util::json_text(body));
+  writer.send(status, kJsonHeaders, util::json_text(body));
 }
 
 ApiStatus Gateway::wait_for_engine(const ClientGone& client_gone) {
@@ -371,7 +370,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
       if (r.status == 200) {
         engine_answered();
         record_usage(rec, usage_from(json::parse(r.body, nullptr, false)));
-        writer.send(200, kJson, r.body);
+        writer.send(200, kJsonHeaders, r.body);
       } else if (auto rescued = is_output_parse_error(r.status, r.body)
                                     ? rescue_completion(sent, r.body, cancel)
                                     : std::nullopt) {
@@ -461,7 +460,7 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
     } else if (request.path == "/slots") {
       // Another conversation's prompt and sampling text never pass (slot_listing.h).
       auto slots = json::parse(r.body, nullptr, false);
-      writer.send(r.status, kJson, util::json_text(slots_without_content(slots)));
+      writer.send(r.status, kJsonHeaders, util::json_text(slots_without_content(slots)));
     } else {
       writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}}, r.body);
     }
@@ -477,7 +476,7 @@ void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
                {"engine", {{"state", ep.state}, {"available", ep.available}}},
                {"queue", {{"active", q.active}, {"waiting", q.waiting}}},
                {"session_store", !store_ ? "none" : store_failing_.load() ? "failing" : "ok"}};
-  HeaderList headers = kJson;
+  HeaderList headers = kJsonHeaders;
   if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
   writer.send(ep.available ? 200 : 503, headers, util::json_text(body));
 }

@@ -2,6 +2,7 @@
 
 #include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
+#include "gateway/json_headers.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/random_id.h"
@@ -18,8 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-const HeaderList kJson = {{"Content-Type", "application/json"}};
-
 RelayOptions with_pings(RelayOptions relay) {
   relay.keepalive_text = [](std::string_view) { return wire::MessagesStream::ping(); };
   return relay;
@@ -34,7 +33,7 @@ void log_ignored(std::string_view api, const std::vector<std::string>& ignored) 
 
 void send_anthropic_error(ResponseWriter& writer, const wire::WireError& error,
                           std::optional<int> retry_after_s) {
-  HeaderList headers = kJson;
+  HeaderList headers = kJsonHeaders;
   if (retry_after_s) headers.emplace_back("Retry-After", std::to_string(*retry_after_s));
   writer.send(error.status, headers, util::json_text(wire::anthropic_error_body(error)));
 }
@@ -64,7 +63,7 @@ wire::WireResult<TurnInput> MessagesAdapter::input(const HttpRequest& request, s
 }
 
 void MessagesAdapter::answer(const json& response, std::string_view) {
-  writer_.send(200, kJson, util::json_text(wire::chat_to_message(response, model_)));
+  writer_.send(200, kJsonHeaders, util::json_text(wire::chat_to_message(response, model_)));
 }
 
 std::vector<std::string> MessagesAdapter::start_events() {

@@ -8,6 +8,7 @@
 #include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
+#include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
 #include "gateway/request_checks.h"
 #include "gateway/responses_api.h"
@@ -20,13 +21,9 @@
 
 namespace kvgate::gateway {
 
-using http::HeaderList;
-
 using nlohmann::json;
 
 namespace {
-
-const HeaderList kJson = {{"Content-Type", "application/json"}};
 
 ApiError bad_request_of(const wire::WireError& e) {
   ApiError a = bad_request(e.message, e.param.empty() ? std::nullopt : std::optional<std::string>(e.param));
@@ -100,7 +97,7 @@ void Gateway::count_message_tokens(const HttpRequest& request, ResponseWriter& w
   auto tokens = count_prompt(std::move(*chat), writer);
   if (!tokens.ok()) return fail(anthropic_error_of(tokens.error()), tokens.error().retry_after_s);
   metrics_.record(rec);
-  writer.send(200, kJson, util::json_text(wire::count_tokens_answer(static_cast<int64_t>(*tokens))));
+  writer.send(200, kJsonHeaders, util::json_text(wire::count_tokens_answer(static_cast<int64_t>(*tokens))));
 }
 
 // The stored conversation a Responses request continues (empty without previous_response_id).
@@ -176,7 +173,7 @@ void Gateway::get_response(const HttpRequest& request, ResponseWriter& writer) {
     e.type = "invalid_request_error";  // as OpenAI's API answers it
     return send_error(writer, e);
   }
-  writer.send(200, kJson, stored->response);
+  writer.send(200, kJsonHeaders, stored->response);
 }
 
 void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
@@ -199,6 +196,6 @@ void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
              {"last_id", served}});
 }
 
-void Gateway::head_ok(const HttpRequest&, ResponseWriter& writer) { writer.send(200, kJson, ""); }
+void Gateway::head_ok(const HttpRequest&, ResponseWriter& writer) { writer.send(200, kJsonHeaders, ""); }
 
 }  // namespace kvgate::gateway
