@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testing/upstream_double.h"
+
 namespace kvgate::gateway {
 namespace {
 
@@ -37,28 +39,17 @@ TEST(SlotTenantsTest, OneScopeHasNothingToKeepApart) {
 
 // An engine that answers the slot erase action with `erase_status` and a completion with
 // `completion_status`, recording what it was asked.
-class SlotEngine : public Upstream {
+class SlotEngine : public testing::UpstreamDouble {
  public:
   SlotEngine(int erase_status, int completion_status) : erase_(erase_status), completion_(completion_status) {}
-  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
-                                        std::chrono::milliseconds, CancelScope*) override {
-    calls.push_back({method, path, json::parse(body, nullptr, false)});
-    const int status = path.starts_with("/slots/") ? erase_ : completion_;
+  EngineEndpoint endpoint() override { return {.available = true}; }
+
+ private:
+  UpstreamResult<UpstreamResponse> answer(const Request& r) override {
+    const int status = r.path.starts_with("/slots/") ? erase_ : completion_;
     if (status == 0) return UpstreamError{.kind = UpstreamFailure::kConnect, .message = "connection refused"};
     return UpstreamResponse{.status = status, .body = status == 200 ? "{}" : "{\"error\":{\"message\":\"no\"}}"};
   }
-  UpstreamResult<int> stream(const std::string&, const std::string&, const StreamHandlers&, std::chrono::milliseconds,
-                             CancelScope*) override {
-    return 500;
-  }
-  EngineEndpoint endpoint() override { return {.available = true}; }
-  struct Call {
-    std::string method, path;
-    json body;
-  };
-  std::vector<Call> calls;
-
- private:
   int erase_, completion_;
 };
 
@@ -67,8 +58,8 @@ TEST(SlotTenantsTest, ClearingErasesTheSlotOrOverwritesItWithoutTheCache) {
   auto erased = clear_slot(with_actions, 3);
   ASSERT_TRUE(erased.ok());
   EXPECT_EQ(*erased, SlotClear::kErased);
-  ASSERT_EQ(with_actions.calls.size(), 1u);
-  EXPECT_EQ(with_actions.calls[0].path, "/slots/3?action=erase");
+  ASSERT_EQ(with_actions.calls().size(), 1u);
+  EXPECT_EQ(with_actions.calls()[0].path, "/slots/3?action=erase");
 
   // No slot actions (an engine without --slot-save-path answers 501): one token on the slot,
   // nothing of its cache reused.
@@ -76,9 +67,10 @@ TEST(SlotTenantsTest, ClearingErasesTheSlotOrOverwritesItWithoutTheCache) {
   auto overwritten = clear_slot(without_actions, 1);
   ASSERT_TRUE(overwritten.ok());
   EXPECT_EQ(*overwritten, SlotClear::kOverwritten);
-  ASSERT_EQ(without_actions.calls.size(), 2u);
-  const json& body = without_actions.calls[1].body;
-  EXPECT_EQ(without_actions.calls[1].path, "/completion");
+  const auto asked = without_actions.calls();
+  ASSERT_EQ(asked.size(), 2u);
+  const json& body = asked[1].body;
+  EXPECT_EQ(asked[1].path, "/completion");
   EXPECT_EQ(body["id_slot"], 1);
   EXPECT_EQ(body["cache_prompt"], false);
 

@@ -92,11 +92,7 @@ struct Fixture {
                       out);
     return out;
   }
-  std::vector<json> chat_bodies() const {
-    std::vector<json> out;
-    for (const auto& c : upstream->calls("/v1/chat/completions")) out.push_back(c.body);
-    return out;
-  }
+  std::vector<json> chat_bodies() const { return upstream->bodies("/v1/chat/completions"); }
   std::shared_ptr<Session> only_session() {
     auto all = gateway->sessions().list("open");
     EXPECT_EQ(all.size(), 1u);

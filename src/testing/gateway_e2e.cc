@@ -66,32 +66,6 @@ EngineEndpoint Engine::endpoint() const {
   return {.host = ep.host, .port = ep.port, .api_key = ep.api_key, .available = true, .state = "ready"};
 }
 
-gateway::UpstreamResult<UpstreamResponse> RecordingUpstream::call(const std::string& method, const std::string& path,
-                                                                 const std::string& body,
-                                                                 std::chrono::milliseconds timeout,
-                                                                 CancelScope* cancel) {
-  record(path, body);
-  return inner_.call(method, path, body, timeout, cancel);
-}
-
-gateway::UpstreamResult<int> RecordingUpstream::stream(const std::string& path, const std::string& body,
-                                                       const StreamHandlers& handlers,
-                                                       std::chrono::milliseconds idle_timeout, CancelScope* cancel) {
-  record(path, body);
-  return inner_.stream(path, body, handlers, idle_timeout, cancel);
-}
-
-void RecordingUpstream::record(const std::string& path, const std::string& body) {
-  if (path != "/v1/chat/completions") return;
-  std::lock_guard lock(mu_);
-  bodies_.push_back(nlohmann::json::parse(body, nullptr, false));
-}
-
-std::vector<nlohmann::json> RecordingUpstream::chat_bodies() {
-  std::lock_guard lock(mu_);
-  return bodies_;
-}
-
 Front::Front(EndpointProvider provider, GatewayOptions options, HttpServerOptions http)
     : Front(std::make_shared<HttpUpstream>(std::move(provider)), std::move(options), std::move(http)) {}
 

@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "gguf/synth.h"
 #include "http/http_server.h"
 #include "testing/engine_e2e.h"
+#include "testing/upstream_double.h"
 
 namespace kvgate::testing {
 
@@ -70,25 +70,23 @@ class Engine {
   nlohmann::json word_bias_ = nlohmann::json::array();
 };
 
-// The real upstream, with every chat body kvgate sends to the engine kept (what the engine
+// The real upstream, with every request kvgate sends to the engine kept (what the engine
 // was asked is what the isolation tests judge). Thread-safe.
-class RecordingUpstream : public Upstream {
+class RecordingUpstream : public UpstreamDouble {
  public:
   explicit RecordingUpstream(EndpointProvider provider) : inner_(std::move(provider)) {}
-  gateway::UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path,
-                                                 const std::string& body, std::chrono::milliseconds timeout,
-                                                 CancelScope* cancel) override;
-  gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body, const StreamHandlers& handlers,
-                                      std::chrono::milliseconds idle_timeout, CancelScope* cancel) override;
   EngineEndpoint endpoint() override { return inner_.endpoint(); }
   // The chat bodies sent so far, oldest first.
-  std::vector<nlohmann::json> chat_bodies();
+  std::vector<nlohmann::json> chat_bodies() const { return bodies("/v1/chat/completions"); }
 
  private:
-  void record(const std::string& path, const std::string& body);
+  gateway::UpstreamResult<UpstreamResponse> answer(const Request& r) override {
+    return inner_.call(r.method, r.path, r.body, r.timeout, r.cancel);
+  }
+  gateway::UpstreamResult<int> answer_stream(const Request& r, const StreamHandlers& handlers) override {
+    return inner_.stream(r.path, r.body, handlers, r.timeout, r.cancel);
+  }
   HttpUpstream inner_;
-  std::mutex mu_;
-  std::vector<nlohmann::json> bodies_;  // guarded by mu_
 };
 
 // A Gateway + HttpServer in front of an endpoint provider (or of a given upstream), wired as

@@ -93,15 +93,6 @@ void ScriptedUpstream::set_replay_text(std::string text) {
   replay_text_ = std::move(text);
 }
 
-std::vector<ScriptedUpstream::Call> ScriptedUpstream::calls(const std::string& path) const {
-  std::lock_guard lock(mu_);
-  std::vector<Call> out;
-  for (const auto& c : calls_) {
-    if (c.path == path) out.push_back(c);
-  }
-  return out;
-}
-
 std::string ScriptedUpstream::render(const json& messages) {
   std::string out;
   for (const auto& m : messages) {
@@ -199,15 +190,13 @@ std::vector<std::string> ScriptedUpstream::stream_events(const ScriptedAnswer& a
   return out;
 }
 
-UpstreamResult<UpstreamResponse> ScriptedUpstream::call(const std::string& method, const std::string& path,
-                                                        const std::string& body, std::chrono::milliseconds,
-                                                        gateway::CancelScope*) {
-  json request = json::parse(body, nullptr, false);
-  if (request.is_discarded()) request = nullptr;
+UpstreamResult<UpstreamResponse> ScriptedUpstream::answer(const Request& r) {
+  const std::string& method = r.method;
+  const std::string& path = r.path;
+  const json& request = r.json;
   bool renders = true;
   {
     std::lock_guard lock(mu_);
-    calls_.push_back({path, request});
     renders = renders_;
   }
   if (method == "GET" && path == "/props") {
@@ -245,15 +234,9 @@ UpstreamResult<UpstreamResponse> ScriptedUpstream::call(const std::string& metho
                           "application/json"};
 }
 
-UpstreamResult<int> ScriptedUpstream::stream(const std::string& path, const std::string& body,
-                                             const gateway::StreamHandlers& handlers, std::chrono::milliseconds,
-                                             gateway::CancelScope*) {
-  json request = json::parse(body, nullptr, false);
-  if (request.is_discarded()) request = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    calls_.push_back({path, request});
-  }
+UpstreamResult<int> ScriptedUpstream::answer_stream(const Request& r, const gateway::StreamHandlers& handlers) {
+  const std::string& path = r.path;
+  const json& request = r.json;
   std::vector<std::string> events;
   int status = 200;
   std::string error_body;

@@ -13,7 +13,7 @@
 //                             prompt of the same id_slot
 //   POST /completion          (the rescue's replay) the scripted replay text, streamed
 //   GET  /props               the slot's context
-// Every call is recorded (path and parsed body).
+// Every call is recorded (UpstreamDouble::calls).
 //
 // Thread-safety: all methods may be called from any thread (one mutex).
 #pragma once
@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/upstream.h"
+#include "testing/upstream_double.h"
 
 namespace kvgate::testing {
 
@@ -51,7 +52,7 @@ struct ScriptedAnswer {
   static ScriptedAnswer stream_failure(std::string streamed, std::string message);
 };
 
-class ScriptedUpstream : public gateway::Upstream {
+class ScriptedUpstream : public UpstreamDouble {
  public:
   explicit ScriptedUpstream(uint64_t context = 4096) : context_(context) {}
 
@@ -62,25 +63,16 @@ class ScriptedUpstream : public gateway::Upstream {
   // Whether POST /apply-template is answered (false: 404, as a server without it answers).
   void set_renders(bool renders);
 
-  struct Call {
-    std::string path;
-    nlohmann::json body;  // null when the body is not JSON
-  };
-  std::vector<Call> calls(const std::string& path) const;
   // The prompt the template makes of `messages` (the engine's rendering as above).
   static std::string render(const nlohmann::json& messages);
   // Its tokens as the fake tokenizer counts them.
   static uint64_t tokens(const std::string& prompt);
 
-  gateway::UpstreamResult<gateway::UpstreamResponse> call(const std::string& method, const std::string& path,
-                                                          const std::string& body, std::chrono::milliseconds timeout,
-                                                          gateway::CancelScope* cancel) override;
-  gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body,
-                                      const gateway::StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
-                                      gateway::CancelScope* cancel) override;
   gateway::EngineEndpoint endpoint() override { return {.port = 1}; }
 
  private:
+  gateway::UpstreamResult<gateway::UpstreamResponse> answer(const Request& request) override;
+  gateway::UpstreamResult<int> answer_stream(const Request& request, const gateway::StreamHandlers& handlers) override;
   ScriptedAnswer next_answer();
   // The usage and timings of `reply` to `prompt` in `slot`: the prompt's tokens and what the
   // slot had cached of them (the slot then holds both).
@@ -94,7 +86,6 @@ class ScriptedUpstream : public gateway::Upstream {
   std::string replay_text_ = "plain text";  // guarded by mu_
   bool renders_ = true;                     // guarded by mu_
   std::map<int, std::string> slot_prompt_;  // guarded by mu_: the last prompt per slot
-  std::vector<Call> calls_;                // guarded by mu_
   uint64_t replies_ = 0;                   // guarded by mu_
 };
 
