@@ -29,9 +29,15 @@ uint64_t count_of(int n) { return static_cast<uint64_t>(std::max(0, n)); }
 // The replay's figures: the growth of the engine's counters over it when that adds up to its
 // prompt (its final event, with its figures, is lost when the engine refuses its output too),
 // else what its stream said.
+// Whether the counters' growth is the work of one request on a prompt of `prompt` tokens.
+bool counts_one_prompt(const EngineCounters& growth, uint64_t prompt) {
+  return growth.cached_known ? growth.prompt_computed + growth.prompt_cached == prompt
+                             : growth.prompt_computed <= prompt;
+}
+
 ReplayFigures replay_figures(const ReplayText& text, const std::optional<EngineCounters>& growth) {
   const uint64_t prompt = count_of(text.tokens_evaluated());
-  if (growth && growth->cached_known && prompt > 0 && growth->prompt_computed + growth->prompt_cached == prompt) {
+  if (growth && prompt > 0 && counts_one_prompt(*growth, prompt)) {
     return {.computed_tokens = growth->prompt_computed, .generated_tokens = growth->generated, .replayed = true};
   }
   return {.computed_tokens = count_of(text.tokens_computed()),
@@ -121,12 +127,13 @@ RefusedAttempt Turn::refused_attempt(const ReplyAccumulator& refused, const std:
     a.prompt_known = true;
   }
   // The counters' growth is this attempt's work when it adds up to this prompt (no other
-  // request worked on the engine meanwhile).
+  // request worked on the engine meanwhile). An engine that does not count reuse (ik) counts
+  // the computed part only: the rest of the prompt was reused.
   const uint64_t prompt = p.known ? p.total : replayed_prompt;
-  if (growth && growth->cached_known && prompt > 0 && growth->prompt_computed + growth->prompt_cached == prompt) {
+  if (growth && prompt > 0 && counts_one_prompt(*growth, prompt)) {
     a.prompt_tokens = prompt;
-    a.cached_tokens = growth->prompt_cached;
     a.computed_tokens = growth->prompt_computed;
+    a.cached_tokens = prompt - a.computed_tokens;
     a.prompt_known = true;
     a.generated_tokens = growth->generated;
     a.generated_known = true;
