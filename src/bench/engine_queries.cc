@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/engine_counters.h"
 #include "util/json.h"
 
 namespace kvgate::bench {
@@ -38,33 +39,11 @@ Result<uint64_t> engine_context(HttpClient& engine) {
 }
 
 Result<EngineCounters> parse_engine_counters(std::string_view text) {
-  EngineCounters c;
-  bool processed = false, cached = false;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line.front() == '#') continue;
-    const size_t space = line.rfind(' ');
-    if (space == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, space);
-    const std::string value(line.substr(space + 1));
-    char* parsed_end = nullptr;
-    const double v = std::strtod(value.c_str(), &parsed_end);
-    if (parsed_end == value.c_str()) continue;
-    if (name == "llamacpp:prompt_tokens_total") {
-      c.processed = v;
-      processed = true;
-    } else if (name == "llamacpp:prompt_tokens_cached_total") {
-      c.cached = v;
-      cached = true;
-    }
-  }
-  if (!processed) return Error("the engine's metrics have no llamacpp:prompt_tokens_total");
-  c.cached_known = cached;  // ik and older builds do not count reuse
-  return c;
+  const auto c = gateway::parse_engine_counters(text);
+  if (!c) return Error("the engine's metrics have no llamacpp:prompt_tokens_total");
+  return EngineCounters{.processed = static_cast<double>(c->prompt_computed),
+                        .cached = static_cast<double>(c->prompt_cached),
+                        .cached_known = c->cached_known};  // ik and older builds do not count reuse
 }
 
 Result<EngineCounters> engine_counters(HttpClient& engine) {

@@ -41,6 +41,7 @@ gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& 
   go.admission.max_wait = cfg.queue_timeout;
   go.min_upstream_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.upstream_timeout);
   go.generation_timeout = std::chrono::ceil<std::chrono::seconds>(cfg.generation_timeout);
+  go.default_max_tokens = cfg.default_max_tokens;
   return go;
 }
 

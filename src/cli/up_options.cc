@@ -369,6 +369,9 @@ constexpr UpOptionInfo kOptions[] = {
      "engine silence tolerated before a 504 or an in-stream error (default 5m; longer for long prompts)"},
     {"generation-timeout", positive_duration<config<&UpConfig::generation_timeout>>,
      "added to the upstream time-out for a non-streamed answer (default 10m)"},
+    {"default-max-tokens", whole<0u, 100000000u, config<&UpConfig::default_max_tokens>>,
+     "output limit for a request that sets none (Codex sends none): it then ends with finish reason "
+     "\"length\" (default 16384; 0 = none, the engine decodes until the context is full)"},
     {"max-messages", whole<1u, 1000000u, config<&UpConfig::max_messages>>,
      "messages one chat request may carry; more get 413 (default 4096)"},
     {"count-timeout", positive_duration<config<&UpConfig::count_timeout>>,
@@ -392,7 +395,7 @@ constexpr UpOptionInfo kOptions[] = {
 constexpr std::string_view kServeNames[] = {
     "listen", "allow-host", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
     "high-watermark", "low-watermark", "max-body", "max-sessions", "keepalive", "max-inflight", "max-queue",
-    "queue-timeout", "upstream-timeout", "generation-timeout", "max-messages", "count-timeout",
+    "queue-timeout", "upstream-timeout", "generation-timeout", "default-max-tokens", "max-messages", "count-timeout",
     "compaction-timeout", "prefill-report"};
 constexpr UpOptionInfo kServeOnly[] = {
     {"upstream", text<config<&UpConfig::upstream>>,

@@ -132,6 +132,8 @@ struct UpConfig {
   engine::Millis queue_timeout{120000};
   engine::Millis upstream_timeout{300000};
   engine::Millis generation_timeout{600000};
+  // The output limit for a chat turn whose client set none (GatewayOptions); 0: none.
+  uint32_t default_max_tokens = 16384;
   // Work per request (gateway/request_limits.h): messages per chat request, and time limits
   // on counting one prompt's tokens and on one compaction.
   uint32_t max_messages = 4096;

@@ -110,6 +110,10 @@ struct GatewayOptions {
   std::chrono::seconds min_upstream_timeout{300};
   // Added for a non-streamed answer, which arrives only when the whole reply is generated.
   std::chrono::seconds generation_timeout{600};
+  // The output limit (max_tokens) the engine is given for a chat turn whose client set none
+  // (Codex sends none): a generation nobody capped ends as "length" instead of decoding until
+  // the context is full. 0: none.
+  uint64_t default_max_tokens = 16384;
   // Requests working with the engine and waiting (see admission.h); max_active 0 = `slots`.
   AdmissionOptions admission{.max_active = 0};
   std::string model_name = "kvgate";

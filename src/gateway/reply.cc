@@ -81,6 +81,9 @@ void ReplyAccumulator::add_chunk(const json& chunk) {
     Usage u = usage_from(chunk);
     if (u.known) usage_ = u;
   }
+  if (auto p = chunk.find("prompt_progress"); p != chunk.end() && p->is_object()) {
+    progress_ = {.total = u64(*p, "total"), .cache = u64(*p, "cache"), .processed = u64(*p, "processed"), .known = true};
+  }
   auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array()) return;
   for (const auto& c : *choices) {

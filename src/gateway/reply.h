@@ -43,6 +43,15 @@ struct CompletionFigures {
 };
 CompletionFigures completion_figures(const nlohmann::json& final_event);
 
+// The prefill progress a stream reports (return_progress): the prompt, its cached part, and
+// how much of it is in place (the cached part included).
+struct PromptProgress {
+  uint64_t total = 0;
+  uint64_t cache = 0;
+  uint64_t processed = 0;
+  bool known = false;
+};
+
 class ReplyAccumulator {
  public:
   // One parsed chunk (`data:` payload).
@@ -56,6 +65,9 @@ class ReplyAccumulator {
   const std::string& reasoning() const { return reasoning_; }
   const std::string& finish_reason() const { return finish_reason_; }
   const Usage& usage() const { return usage_; }
+  const PromptProgress& prompt_progress() const { return progress_; }  // the last reported
+  // The turn's figures when kvgate knows them better than the engine's answer (a rescue).
+  void set_usage(const Usage& usage) { usage_ = usage; }
   std::optional<nlohmann::json> error() const { return error_; }
   void set_finish_reason(std::string reason) { finish_reason_ = std::move(reason); }
 
@@ -68,6 +80,7 @@ class ReplyAccumulator {
   std::map<int64_t, Call> calls_;
   std::string finish_reason_;
   Usage usage_;
+  PromptProgress progress_;
   std::optional<nlohmann::json> error_;
   bool has_output_ = false;
 };

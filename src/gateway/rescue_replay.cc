@@ -101,6 +101,8 @@ void ReplayText::add_event(std::string_view data) {
   if (const json* progress = member(*v, "prompt_progress"); progress && progress->is_object()) {
     if (int total = int_field(*progress, "total")) tokens_evaluated_ = total;
     tokens_cached_ = int_field(*progress, "cache");
+    // "processed" counts the cached part too.
+    tokens_computed_ = std::max(0, int_field(*progress, "processed") - tokens_cached_);
   }
   const json* c = member(*v, "content");
   if (c && c->is_string()) text_ += c->get_ref<const std::string&>();
@@ -108,6 +110,8 @@ void ReplayText::add_event(std::string_view data) {
   if (int e = int_field(*v, "tokens_evaluated")) tokens_evaluated_ = e;
   if (const CompletionFigures f = completion_figures(*v); f.known) {
     tokens_cached_ = static_cast<int>(std::min<uint64_t>(f.cached_tokens, 1'000'000'000));
+    const uint64_t computed = f.prompt_tokens >= f.cached_tokens ? f.prompt_tokens - f.cached_tokens : 0;
+    tokens_computed_ = static_cast<int>(std::min<uint64_t>(computed, 1'000'000'000));
   }
   const json* stop = member(*v, "stop");
   if (stop && stop->is_boolean() && stop->get<bool>()) {

@@ -50,6 +50,7 @@ class ReplayText {
   int tokens_predicted() const { return tokens_predicted_; }
   int tokens_evaluated() const { return tokens_evaluated_; }
   int tokens_cached() const { return tokens_cached_; }  // of the prompt, from the engine's cache
+  int tokens_computed() const { return tokens_computed_; }  // of the prompt, computed for the replay
 
  private:
   std::string text_;
@@ -59,6 +60,7 @@ class ReplayText {
   int tokens_predicted_ = 0;
   int tokens_evaluated_ = 0;
   int tokens_cached_ = 0;
+  int tokens_computed_ = 0;
 };
 
 }  // namespace kvgate::gateway

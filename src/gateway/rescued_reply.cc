@@ -1,5 +1,7 @@
 #include "gateway/rescued_reply.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "rescue/history_repair.h"
@@ -21,7 +23,38 @@ json delta_chunk(const std::string& id, const std::string& model, int64_t create
                   json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(reason)}}}));
 }
 
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
 }  // namespace
+
+Usage rescued_usage(const RefusedAttempt& refused, const ReplayFigures& replay, bool replay_delivered) {
+  Usage u;
+  if (!refused.prompt_known) return u;
+  u.prompt_tokens = refused.prompt_tokens;
+  u.cached_tokens = std::min(refused.cached_tokens, refused.prompt_tokens);
+  u.prefilled_tokens = refused.computed_tokens + (replay.replayed ? replay.computed_tokens : 0);
+  if (replay_delivered && replay.replayed) {
+    u.completion_tokens = replay.generated_tokens;
+  } else if (refused.generated_known) {
+    u.completion_tokens = refused.generated_tokens;
+  } else {
+    return Usage();
+  }
+  u.known = true;
+  return u;
+}
+
+bool rescue_delivered(const Rescue& r, const std::string& streamed) {
+  if (r.calls > 0) return true;
+  const json& m = r.message;
+  const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+  return content.size() >= streamed.size() && content.compare(0, streamed.size(), streamed) == 0;
+}
 
 json rescued_response(const Rescue& r, const std::string& model, int64_t created) {
   json out = {
@@ -30,13 +63,9 @@ json rescued_response(const Rescue& r, const std::string& model, int64_t created
       {"created", created},
       {"model", model},
       {"choices", json::array({{{"index", 0}, {"message", r.message}, {"finish_reason", r.finish_reason}}})},
-      {"usage",
-       {{"prompt_tokens", r.prompt_tokens},
-        {"completion_tokens", r.completion_tokens},
-        {"total_tokens", r.prompt_tokens + r.completion_tokens},
-        {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}},
+      {"usage", usage_json(r.usage)},
       {"kvgate", r.raw ? json{{"rescued", true}, {"raw", true}} : json{{"rescued", true}}}};
-  if (!r.usage_known) out.erase("usage");
+  if (!r.usage.known) out.erase("usage");
   return out;
 }
 
@@ -58,11 +87,9 @@ std::vector<json> rescued_chunks(const Rescue& r, const std::string& streamed, c
     out.push_back(delta_chunk(chunk_id, model, created, {{"tool_calls", calls}}, nullptr));
   }
   out.push_back(delta_chunk(chunk_id, model, created, json::object(), r.finish_reason));
-  if (include_usage && r.usage_known) {
+  if (include_usage && r.usage.known) {
     json usage = chunk_of(chunk_id, model, created, json::array());
-    usage["usage"] = {{"prompt_tokens", r.prompt_tokens},
-                      {"completion_tokens", r.completion_tokens},
-                      {"total_tokens", r.prompt_tokens + r.completion_tokens}};
+    usage["usage"] = usage_json(r.usage);
     out.push_back(std::move(usage));
   }
   return out;

@@ -14,9 +14,7 @@ Rescue with_call(std::string content) {
                {"tool_calls", {{{"id", "call_3"}, {"type", "function"},
                                 {"function", {{"name", "read"}, {"arguments", "{\"path\":\"a\"}"}}}}}}};
   r.finish_reason = "tool_calls";
-  r.prompt_tokens = 40;
-  r.cached_tokens = 39;
-  r.completion_tokens = 5;
+  r.usage = {.prompt_tokens = 40, .cached_tokens = 39, .prefilled_tokens = 2, .completion_tokens = 5, .known = true};
   r.calls = 1;
   return r;
 }
@@ -31,6 +29,7 @@ TEST(RescuedReplyTest, TheStreamEndsWithWhatWasNotStreamedTheCallsAndTheFinish) 
   EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
   EXPECT_EQ(chunks[3]["choices"], json::array());
   EXPECT_EQ(chunks[3]["usage"]["total_tokens"], 45);
+  EXPECT_EQ(chunks[3]["usage"]["prompt_tokens_details"]["cached_tokens"], 39);
   for (const auto& c : chunks) {
     EXPECT_EQ(c["id"], "chatcmpl-x");
     EXPECT_EQ(c["object"], "chat.completion.chunk");
@@ -52,6 +51,42 @@ TEST(RescuedReplyTest, TheWholeAnswerIsMarkedRescued) {
   raw.raw = true;
   EXPECT_EQ(rescued_response(raw, "m", 7)["kvgate"], json({{"rescued", true}, {"raw", true}}));
   EXPECT_EQ(length_finish_chunk("c", "m", 7)["choices"][0]["finish_reason"], "length");
+}
+
+// A cold prompt the refused attempt computed whole: the turn's cache is that attempt's (the
+// replay read its prompt back from the cache, which is not this turn's reuse), and the
+// replay's prefill is computed work.
+TEST(RescuedReplyTest, TheFiguresAreTheRefusedAttemptsPrefillAndTheReplaysWork) {
+  const RefusedAttempt cold{.prompt_tokens = 11853, .cached_tokens = 5, .computed_tokens = 11848, .prompt_known = true,
+                            .generated_tokens = 17, .generated_known = true};
+  const ReplayFigures replay{.computed_tokens = 1, .generated_tokens = 138, .replayed = true};
+  const Usage delivered = rescued_usage(cold, replay, true);
+  EXPECT_TRUE(delivered.known);
+  EXPECT_EQ(delivered.prompt_tokens, 11853u);
+  EXPECT_EQ(delivered.cached_tokens, 5u);
+  EXPECT_EQ(delivered.prefilled_tokens, 11849u);
+  EXPECT_EQ(delivered.completion_tokens, 138u);
+  // The client kept the refused attempt's text: its completion.
+  EXPECT_EQ(rescued_usage(cold, replay, false).completion_tokens, 17u);
+  // Nothing replayed: the refused attempt alone.
+  EXPECT_EQ(rescued_usage(cold, {}, true).prefilled_tokens, 11848u);
+  EXPECT_EQ(rescued_usage(cold, {}, true).completion_tokens, 17u);
+  // No figures of the refused attempt: not known (no literal in their place).
+  EXPECT_FALSE(rescued_usage({}, replay, true).known);
+  RefusedAttempt no_generation = cold;
+  no_generation.generated_known = false;
+  EXPECT_FALSE(rescued_usage(no_generation, replay, false).known);
+  EXPECT_TRUE(rescued_usage(no_generation, replay, true).known);
+}
+
+TEST(RescuedReplyTest, AStreamGetsTheRescuedTextOnlyWhenItContinuesWhatWasStreamed) {
+  Rescue r;
+  r.message = {{"role", "assistant"}, {"content", "Let me look"}};
+  EXPECT_TRUE(rescue_delivered(r, "Let me"));
+  EXPECT_TRUE(rescue_delivered(r, "Let me look"));
+  EXPECT_TRUE(rescue_delivered(r, ""));
+  EXPECT_FALSE(rescue_delivered(r, "Let me see"));
+  EXPECT_TRUE(rescue_delivered(with_call("x"), "Let me see"));  // the calls are delivered
 }
 
 TEST(RescuedReplyTest, ArgumentsThatAreNotAJsonObjectAreUnusable) {

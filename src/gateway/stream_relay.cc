@@ -1,5 +1,7 @@
 #include "gateway/stream_relay.h"
 
+#include <algorithm>
+
 namespace kvgate::gateway {
 
 using http::HeaderList;
@@ -74,7 +76,8 @@ void StreamRelay::finish() {
 void StreamRelay::tick() {
   std::unique_lock lock(mu_);
   while (!finished_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(200));
+    // Often enough for the interval asked (a short one in tests), at most every 200 ms.
+    cv_.wait_for(lock, std::clamp(options_.keepalive / 2, std::chrono::milliseconds(10), std::chrono::milliseconds(200)));
     if (finished_) break;
     const auto now = std::chrono::steady_clock::now();
     // The client left: stop the engine's work on this request.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "gateway/model_id.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/turn_steps.h"
 #include "session/normalize.h"
@@ -138,6 +139,9 @@ ApiStatus Turn::bind() {
   if (!options_.conversation_field.empty()) body[options_.conversation_field] = *ConversationTag::current();
   body["id_slot"] = slot_;
   body["cache_prompt"] = true;
+  // A generation nobody capped (Codex sets no limit) ends as "length" at the default cap
+  // instead of decoding until the context is full.
+  if (!req_.max_tokens && options_.default_max_tokens > 0) body["max_tokens"] = options_.default_max_tokens;
   if (!body.contains("seed") || !body["seed"].is_number_integer()) body["seed"] = replay_seed();
   if (in_.stream) {
     if (!body.contains("stream_options") || !body["stream_options"].is_object()) body["stream_options"] = json::object();
@@ -156,7 +160,8 @@ ApiStatus Turn::bind() {
 
 std::string Turn::model_name() const {
   auto m = req_.body.find("model");
-  return m != req_.body.end() && m->is_string() ? m->get<std::string>() : options_.model_name;
+  return answer_model(m != req_.body.end() && m->is_string() ? m->get_ref<const std::string&>() : std::string_view(),
+                      options_.model_name);
 }
 
 }  // namespace kvgate::gateway

@@ -27,7 +27,8 @@
 //                                   state, the request log
 //
 // Thread-safety: a TurnOutput is called from the turn's thread, except client_gone(), which
-// may also be called from a watch thread while the turn waits for a whole answer.
+// may also be called from a watch thread while the turn waits for a whole answer, and
+// progress(), which a watch thread calls while a stream's engine is silent.
 #pragma once
 
 #include <optional>
@@ -88,6 +89,7 @@ class TurnOutput {
   // finish reason corrected.
   virtual bool kvgate_chunk(const nlohmann::json& chunk) = 0;
   // What the engine is doing ("prefill 1200/5000 tokens (0 cached)"), for the keep-alives.
+  // Also called from the turn's watch thread while the engine is silent (silence_watch.h).
   virtual void progress(std::string text) = 0;
   // The end of the stream; `complete`: the engine finished its answer (chat completions
   // then sends "data: [DONE]"). Called after the session was saved, also after fail().

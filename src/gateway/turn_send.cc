@@ -103,7 +103,9 @@ bool Turn::cap_reply(uint64_t prompt) {
   // A reply may use the rest of the slot's context and no more. An engine that fails a reply
   // that fills it (ik: an error after the whole generation) is given that room as max_tokens
   // once the prompt is counted exactly, so the reply ends as "length" instead.
-  const std::optional<uint64_t> room = reply_room(context_, prompt, req_.max_tokens);
+  std::optional<int64_t> limit = req_.max_tokens;
+  if (!limit && options_.default_max_tokens > 0) limit = static_cast<int64_t>(options_.default_max_tokens);
+  const std::optional<uint64_t> room = reply_room(context_, prompt, limit);
   if (!room) return false;
   req_.body.erase("max_completion_tokens");
   req_.body.erase("n_predict");
@@ -129,6 +131,7 @@ SendOutcome Turn::attempt() {
   const json strict = session_->template_repairs ? strict_repair(view_, req_.body) : json();
   const json& messages = session_->template_repairs ? strict : view_;
   upstream_text_ = util::json_text_with(req_.body, "messages", messages);
+  counters_before_ = read_engine_counters(false);
   if (util::log_enabled(util::LogLevel::kDebug)) {
     json body = req_.body;
     body["messages"] = messages;
@@ -167,24 +170,28 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
     if (options_.on_engine_failure) options_.on_engine_failure("the engine answered 200 with a body that is not JSON");
     return;
   }
+  // The engine names the model by its file's path: the client gets the id it knows.
+  const std::string model = model_name();
+  const bool renamed = j.contains("model") && j["model"] != model;
+  if (renamed) j["model"] = model;
   if (has_unusable_arguments(j)) {
     rescue_reason = "the engine returned tool-call arguments that are not a JSON object";
     out.reply.set_response(j);
     out.final_response = std::move(j);  // kept if the rescue fails
-    out.final_text = std::move(r.body);
+    if (!renamed) out.final_text = std::move(r.body);
     return;
   }
   FinishReasonFix finish(plan::says_stop_at_max_tokens(options_.engine_fork), req_.body);
   finish.fix_response(j);
   out.reply.set_response(j);
   out.ttft_ms = util::ms_since(t0_);
-  const bool changed = apply_empty_content_fallback(j, options_.thinking) || finish.rewrote();
+  const bool changed = apply_empty_content_fallback(j, options_.thinking) || finish.rewrote() || renamed;
   if (!changed) out.final_text = std::move(r.body);
   out.final_response = std::move(j);
 }
 
 void Turn::rescue_whole(SendOutcome& out, const std::string& reason) {
-  auto rescued = rescue(reason);
+  auto rescued = rescue(reason, out.reply);
   if (!rescued.ok()) {
     g_.metrics_.add("rescues_total{outcome=\"failed\"}");
     if (out.failure) out.failure->message += " (rescue failed: " + rescued.error().message() + ")";
@@ -194,6 +201,7 @@ void Turn::rescue_whole(SendOutcome& out, const std::string& reason) {
   json response = rescued_response(*rescued, model_name(), now.count());
   out.reply = ReplyAccumulator();
   out.reply.set_response(response);
+  out.reply.set_usage(rescued->usage);
   out.final_response = std::move(response);
   out.final_text.clear();
   out.failure.reset();

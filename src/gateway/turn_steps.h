@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/admission.h"
+#include "gateway/engine_counters.h"
 #include "gateway/engine_errors.h"
 #include "gateway/finish_reason.h"
 #include "gateway/gateway.h"
@@ -112,8 +113,15 @@ class Turn {
   void end_stream_attempt(StreamState& s, const UpstreamResult<int>& result);
   void rescue_stream(StreamState& s);
   // turn_rescue.cc: the rejected generation replayed as a raw completion, parsed leniently.
-  // `streamed`: the content the client already has (a stream), kept when nothing can be replayed.
-  Result<Rescue> rescue(const std::string& reason, const std::string& streamed = {});
+  // `refused`: what the refused attempt gave (a stream: the content the client already has,
+  // kept when nothing can be replayed, and the prefill progress).
+  Result<Rescue> rescue(const std::string& reason, const ReplyAccumulator& refused);
+  // The engine's counters (GET /metrics), read before each attempt so that the work of one
+  // the engine refuses is known; nullopt when the engine does not export them.
+  // `after_attempt`: once the turn's slot is idle (its last tokens are counted at release).
+  std::optional<EngineCounters> read_engine_counters(bool after_attempt);
+  RefusedAttempt refused_attempt(const ReplyAccumulator& refused, const std::optional<EngineCounters>& growth,
+                                 uint64_t replayed_prompt) const;
   // 7. turn_commit.cc
   void commit(const ApiStatus& result);
   void account(const ApiStatus& result);
@@ -173,6 +181,8 @@ class Turn {
   bool stream_ended_ = false;
   std::string upstream_text_;  // the body of the current attempt
   SendOutcome sent_;
+  std::optional<EngineCounters> counters_before_;  // before the current attempt
+  bool counters_missing_ = false;                  // the engine exported none: not asked again
   int overflow_retries_ = 0;
   int engine_retries_ = 0;
   bool template_retried_ = false;

@@ -13,6 +13,7 @@
 
 #include "gateway/engine_errors.h"
 #include "gateway/finish_reason.h"
+#include "gateway/silence_watch.h"
 #include "gateway/turn_steps.h"
 #include "http/sse.h"
 #include "util/json.h"
@@ -40,6 +41,20 @@ bool starts_tool_calls(const json& chunk) {
   return false;
 }
 
+// The engine names the model by its file's path; the client gets the id it asked for or the
+// one /v1/models lists. The event's text keeps its bytes but for that value.
+void name_model(json& chunk, std::string& raw, const std::string& model) {
+  auto m = chunk.find("model");
+  if (m == chunk.end() || !m->is_string() || m->get_ref<const std::string&>() == model) return;
+  const std::string from = "\"model\":" + util::json_text(*m);
+  *m = model;
+  if (auto at = raw.find(from); at != std::string::npos) {
+    raw.replace(at, from.size(), "\"model\":" + util::json_text(*m));
+  } else {
+    raw = "data: " + util::json_text(chunk) + "\n\n";
+  }
+}
+
 bool usage_only(const json& chunk) {
   return chunk.contains("usage") && chunk.contains("choices") && chunk["choices"].is_array() &&
          chunk["choices"].empty();
@@ -48,10 +63,11 @@ bool usage_only(const json& chunk) {
 }  // namespace
 
 struct Turn::StreamState {
-  StreamState(SendOutcome& o, bool ik_stop, const json& body)
-      : out(o), finish(ik_stop, body), hold_calls(body.contains("tools") && body["tools"].is_array() &&
+  StreamState(SendOutcome& o, bool ik_stop, const json& body, std::string answer_model)
+      : out(o), model(std::move(answer_model)), finish(ik_stop, body), hold_calls(body.contains("tools") && body["tools"].is_array() &&
                                                    !body["tools"].empty()) {}
   SendOutcome& out;
+  const std::string model;  // the id the client's chunks carry
   FinishReasonFix finish;
   const bool hold_calls;
   bool holding = false;
@@ -65,16 +81,34 @@ struct Turn::StreamState {
 
 SendOutcome Turn::attempt_stream() {
   SendOutcome out;
-  StreamState s(out, plan::says_stop_at_max_tokens(options_.engine_fork), req_.body);
+  StreamState s(out, plan::says_stop_at_max_tokens(options_.engine_fork), req_.body, model_name());
+  // The engine's silence is judged by its slot's progress (silence_watch.h): a silent engine
+  // that is working is waited for, up to kWorkingSilence times the time-out.
+  constexpr int kWorkingSilence = 12;
+  const std::chrono::milliseconds timeout = g_.upstream_timeout(prompt_estimate(), false);
+  CancelScope attempt_cancel;
+  SilenceWatch watch(*g_.upstream_, slot_, cancel_, attempt_cancel,
+                     {.timeout = timeout, .poll = std::max(options_.keepalive, std::chrono::milliseconds(1000))},
+                     [this](std::string text) { out_.progress(std::move(text)); });
   auto res = g_.upstream_->stream(
       "/v1/chat/completions", upstream_text_,
       {.on_start = [&](int status, const std::string&) {
+         watch.heard();
          out.status = status;
          // An engine that accepted the request: the client's stream can start now.
          return status != 200 || out_.begin_stream();
        },
-       .on_data = [&](std::string_view data) { return read_events(s, data); }},
-      g_.upstream_timeout(prompt_estimate(), false), &cancel_);
+       .on_data = [&](std::string_view data) {
+         watch.heard();
+         return read_events(s, data);
+       }},
+      timeout * kWorkingSilence, &attempt_cancel);
+  if (!res.ok() && watch.stuck()) {
+    res = UpstreamError{.kind = UpstreamFailure::kTimeout,
+                        .message = fmt::format("the engine sent nothing for {} s and its slot made no progress",
+                                               std::chrono::duration_cast<std::chrono::seconds>(timeout).count())};
+  }
+  if (watch.polls() > 0) g_.metrics_.add("engine_silence_polls_total", static_cast<double>(watch.polls()));
   end_stream_attempt(s, res);
   return out;
 }
@@ -103,6 +137,7 @@ bool Turn::take_event(StreamState& s, SseEvent& ev) {
     return true;
   }
   bool forward = true;
+  name_model(chunk, ev.raw, s.model);
   if (chunk.contains("id") && chunk["id"].is_string()) s.chunk_id = chunk["id"].get<std::string>();
   if (chunk.contains("error")) {
     const EngineErrorInfo e = classify_engine_error(500, ev.data);
@@ -163,7 +198,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
   } else if (out.context_filled) {
     // Ended like a reply max_tokens cut: the finish chunk, then [DONE] (sent at commit).
     for (auto& c : s.finish.flush()) s.held.push_back(std::move(c));
-    s.held.push_back({length_finish_chunk(s.chunk_id, model_name(), util::unix_seconds_now()), std::string()});
+    s.held.push_back({length_finish_chunk(s.chunk_id, s.model, util::unix_seconds_now()), std::string()});
     out.reply.set_finish_reason("length");
     out.saw_done = true;
     g_.metrics_.add("context_filled_total");
@@ -186,7 +221,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
 
 void Turn::rescue_stream(StreamState& s) {
   SendOutcome& out = s.out;
-  auto rescued = rescue(*s.parse_error, out.reply.content());
+  auto rescued = rescue(*s.parse_error, out.reply);
   if (!rescued.ok()) {
     g_.metrics_.add("rescues_total{outcome=\"failed\"}");
     out.failure = ApiError{.status = 500,
@@ -202,6 +237,7 @@ void Turn::rescue_stream(StreamState& s) {
   }
   out.reply = ReplyAccumulator();
   out.reply.set_response(rescued_response(*rescued, model, util::unix_seconds_now()));
+  out.reply.set_usage(rescued->usage);
   out.rescued = true;
   out.saw_done = true;
   s.held.clear();

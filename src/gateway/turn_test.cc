@@ -125,14 +125,20 @@ std::string answer_content(const RecordingOutput& out) {
 
 TEST(TurnTest, APlainTurnIsSentWithItsSlotAndSeedAndAnsweredAsTheEngineWroteIt) {
   Fixture f;
-  auto out = f.turn({{"messages", json::array({user("hello")})}, {"max_tokens", 16}});
+  // The client asks for the model by the name the engine answers with ("fake").
+  auto out = f.turn({{"model", "fake"}, {"messages", json::array({user("hello")})}, {"max_tokens", 16}});
   ASSERT_EQ(out.events.size(), 1u);
   ASSERT_EQ(out.events[0].kind, "answer") << out.events[0].chunk.dump();
   EXPECT_EQ(answer_content(out), "reply 1");
   // Unchanged by kvgate: the engine's own text goes to the client.
   EXPECT_EQ(json::parse(out.events[0].raw), out.events[0].chunk);
+  // Otherwise the answer names the model as /v1/models lists it, not as the engine does.
+  auto renamed = f.turn({{"messages", json::array({user("hello"), assistant("reply 1"), user("again")})}});
+  ASSERT_EQ(renamed.events.size(), 1u);
+  EXPECT_EQ(renamed.events[0].chunk["model"], "kvgate");
+  EXPECT_TRUE(renamed.events[0].raw.empty());
   const auto bodies = f.chat_bodies();
-  ASSERT_EQ(bodies.size(), 1u);
+  ASSERT_EQ(bodies.size(), 2u);
   EXPECT_EQ(bodies[0]["messages"], json::array({user("hello")}));
   EXPECT_EQ(bodies[0]["id_slot"], 0);
   EXPECT_EQ(bodies[0]["cache_prompt"], true);
@@ -140,7 +146,7 @@ TEST(TurnTest, APlainTurnIsSentWithItsSlotAndSeedAndAnsweredAsTheEngineWroteIt) 
   EXPECT_EQ(bodies[0]["chat_template_kwargs"]["enable_thinking"], false);  // the thinking policy's default
   auto s = f.only_session();
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->counters.requests, 1u);
+  EXPECT_EQ(s->counters.requests, 2u);
   EXPECT_EQ(s->counters.errors, 0u);
 }
 

@@ -10,6 +10,7 @@
 #include "gateway/gateway.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
+#include "gateway/model_id.h"
 #include "gateway/request_checks.h"
 #include "gateway/responses_api.h"
 #include "gateway/turn_request.h"
@@ -32,11 +33,6 @@ ApiError bad_request_of(const wire::WireError& e) {
   return a;
 }
 
-// The model's readable name: its alias or file name without ".gguf".
-std::string readable_model(std::string name) {
-  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
-  return name;
-}
 
 // One model as both OpenAI's and Anthropic's clients read it (each ignores the other's fields).
 // `created` (OpenAI) and `created_at` (Anthropic) are when this kvgate started serving it.
@@ -61,7 +57,7 @@ RelayOptions Gateway::relay_options() const {
 void Gateway::messages(const HttpRequest& request, ResponseWriter& writer) {
   std::string model;
   auto input = MessagesAdapter::input(request, caller_scope(request).value_or(Session::kOpenScope), model);
-  MessagesAdapter adapter(writer, relay_options(), model.empty() ? options_.model_name : model);
+  MessagesAdapter adapter(writer, relay_options(), answer_model(model, options_.model_name));
   if (!input.ok()) return refuse_turn("messages", bad_request_of(input.error()), adapter);
   run_turn(std::move(*input), adapter);
 }
@@ -136,6 +132,7 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
     ChatCompletionsAdapter plain(writer, relay_options());
     return refuse_turn("responses", conv.error(), plain);
   }
+  conv->model = answer_model(conv->model, options_.model_name);
   ResponsesAdapter adapter(writer, relay_options(), std::move(*conv));
   if (adapter.conversion().store) {
     adapter.on_final([&](const wire::ClientJson& response) {
@@ -177,7 +174,7 @@ void Gateway::get_response(const HttpRequest& request, ResponseWriter& writer) {
 }
 
 void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
-  const std::string served = readable_model(options_.model_name);
+  const std::string served = listed_model(options_.model_name);
   constexpr std::string_view kOne = "/v1/models/";
   if (request.path.size() > kOne.size() && request.path.starts_with(kOne)) {
     // Any name is the one model served: a client asking for the one it was configured with

@@ -178,6 +178,10 @@ bool FakeEngine::answer_basics(const FakeRequest& r, FakeConnection& c) {
     c.answer(200, "application/json", R"({"status":"ok"})");
   } else if (path == "/slots") {
     c.answer(200, "application/json", R"([{"id":0,"is_processing":false}])");
+  } else if (path == "/metrics") {
+    // As an engine started without --metrics answers.
+    c.answer(501, "application/json",
+             R"({"error":{"code":501,"message":"This server does not support metrics endpoint.","type":"not_supported_error"}})");
   } else if (path == "/props") {
     c.answer(200, "application/json", R"({"default_generation_settings":{"n_ctx":4096},"total_slots":1})");
   } else if (path == "/v1/completions" && r.body.find("\"max_tokens\":1") != std::string::npos) {

@@ -79,7 +79,8 @@ class FakeEngine {
   size_t count(const std::string& path);
   void stop();
 
-  // Ready-made answers of a llama-server: /health, /slots, /props, a 1-token completion.
+  // Ready-made answers of a llama-server: /health, /slots, /props, /metrics (501: not
+  // exported), a 1-token completion.
   // Returns true when it answered.
   static bool answer_basics(const FakeRequest& r, FakeConnection& c);
   // A well-formed chat completion (non-stream) or event stream with `words` words.
