@@ -49,6 +49,7 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_error.h"
+#include "gateway/fatal_requests.h"
 #include "gateway/kv_keeper.h"
 #include "gateway/metrics.h"
 #include "gateway/reply.h"
@@ -193,7 +194,8 @@ class Gateway {
   Admission& admission() { return admission_; }
   TokenCounter& tokens() { return tokens_; }
   const GatewayOptions& options() const { return options_; }
-  // Called by the supervisor when the engine restarted (its cache is empty again).
+  // Called by the supervisor when the engine restarted (its cache is empty again); the
+  // requests that were with the lost engine get their strikes (fatal_requests.h).
   void on_engine_restart();
   // How the engine's template renders a past reply as it was generated, with thinking off
   // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
@@ -329,6 +331,7 @@ class Gateway {
   Metrics metrics_;
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
+  FatalRequests fatal_;  // requests that were with the engine when it was lost
   std::unique_ptr<SessionStore> store_;
   std::shared_ptr<ResponseStore>
       responses_;  // for previous_response_id; written through to a store once open
