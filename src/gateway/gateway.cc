@@ -542,7 +542,7 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
         {"counting", counting_name(tokens_.counting())},
         {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
       {"throughput",
-       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},
+       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(options_.api_keys.empty() ? std::nullopt : std::optional(scope))}}},
       {"bench_prefill", options_.bench_prefill},
       {"metrics", metrics_.to_json()}};
   if (options_.engine_report) {
