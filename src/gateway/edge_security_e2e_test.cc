@@ -363,8 +363,12 @@ TEST_F(EdgeSecurityE2eTest, CostlySchemasGrammarsAndCountsAreRefusedBeforeTheEng
   small["json_schema"]["schema"]["enum"] = json::array({"yes", "no"});
   const auto ok = testing::post_json(c, "/v1/chat/completions", with(chat("hello", 8), "response_format", small));
   ASSERT_EQ(ok.status, 200) << ok.raw.substr(0, 300);
-  const std::string content = ok.body["choices"][0]["message"].value("content", "");
-  EXPECT_TRUE(content == "\"yes\"" || content == "\"no\"") << content;
+  std::string content = ok.body["choices"][0]["message"].value("content", "");
+  content.erase(0, content.find_first_not_of(" \n\t"));  // the schema's grammar allows blanks around
+  content.erase(content.find_last_not_of(" \n\t") + 1);
+  // The grammar allows only these (max_tokens may cut one short).
+  EXPECT_TRUE(!content.empty() && (std::string("\"yes\"").starts_with(content) || std::string("\"no\"").starts_with(content)))
+      << content;
   others_are_served(*f, "the costly requests", 1);
 }
 

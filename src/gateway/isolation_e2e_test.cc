@@ -238,7 +238,8 @@ TEST_F(IsolationE2eTest, StatusListsOnlyTheCallersOwnRecentTurns) {
   auto sessions = [&](const std::string& key) {
     auto r = c.Get("/kvgate/v1/sessions", {{"Authorization", "Bearer " + key}});
     std::set<std::string> ids;
-    for (const auto& s : json::parse(r->body)["data"]) ids.insert(s["id"].get<std::string>());
+    const json listing = json::parse(r->body);
+    for (const auto& s : listing["data"]) ids.insert(s["id"].get<std::string>());
     return ids;
   };
   const json one = recent("key-one"), two = recent("key-two");
