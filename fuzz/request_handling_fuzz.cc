@@ -55,7 +55,8 @@ class Recorder final : public http::ResponseWriter {
 // control characters escaped, every other byte (invalid UTF-8 included) as it is.
 std::string literal(std::string_view bytes) {
   std::string out = "\"";
-  for (unsigned char c : bytes) {
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
@@ -72,7 +73,7 @@ std::string literal(std::string_view bytes) {
 
 // The body of `route` with the fuzzed value at one field (its text put in by hand, so that
 // bytes no JSON library would write reach the gateway).
-std::string body_for(int route, int field, const std::string& value) {
+std::string body_for(int route, size_t field, const std::string& value) {
   static const char* kChatFields[] = {"model", "user", "prompt_cache_key", "messages.content", "messages.role",
                                       "messages.name", "tools.name", "stop", "response_format.type", "grammar"};
   static const char* kMessagesFields[] = {"model", "metadata.user_id", "messages.content", "system", "tools.name"};
@@ -151,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* kHeaders[] = {"x-session-id", "authorization", "content-type", "origin",
                                    "host", "anthropic-version", "x-api-key", "user-agent"};
   const int route = in.ConsumeIntegralInRange<int>(0, 2);
-  const int field = in.ConsumeIntegral<uint8_t>();
+  const size_t field = in.ConsumeIntegral<uint8_t>();
   const bool in_header = in.ConsumeBool();
   const std::string header = kHeaders[in.ConsumeIntegralInRange<size_t>(0, std::size(kHeaders) - 1)];
   const std::string value = in.ConsumeRemainingBytesAsString();
