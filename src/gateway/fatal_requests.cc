@@ -33,9 +33,9 @@ void FatalRequests::leave(uint64_t digest) {
   if (it != in_flight_.end() && --it->second <= 0) in_flight_.erase(it);
 }
 
-size_t FatalRequests::engine_lost() {
+size_t FatalRequests::engine_lost(bool hung) {
   std::lock_guard lock(mu_);
-  const int strike = in_flight_.size() == 1 ? 2 : 1;
+  const int strike = hung && in_flight_.size() == 1 ? 2 : 1;
   size_t became_fatal = 0;
   for (const auto& [digest, holders] : in_flight_) {
     auto [it, added] = strikes_.try_emplace(digest, 0);

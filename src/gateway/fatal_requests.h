@@ -4,10 +4,13 @@
 // A request is known by a digest of its body as the client sent it. While a request is with
 // the engine it holds an InFlight token. When the engine is lost (engine_lost(), on every
 // new engine generation) each request in flight gets a strike; a request that was alone with
-// the engine gets two. Two strikes make it fatal: kvgate sends it no more (no automatic
-// re-send on the restarted engine), and an identical request is refused before it reaches the
-// engine. So a request that freezes the engine costs one restart when it was alone, and at
-// most two when others were in flight with it (the others are re-sent once, as before).
+// an engine that hung (the supervisor killed it as a zombie: it stopped answering its probes)
+// gets two, since nothing else was asking the engine for work. Two strikes make it fatal:
+// kvgate sends it no more (no automatic re-send on the restarted engine), and an identical
+// request is refused before it reaches the engine. So a request that freezes the engine costs
+// one restart when it was alone, and at most two otherwise; a request with an engine that
+// died (crashed, or killed from outside) is re-sent once, as before, and is fatal only when
+// the engine dies with it again.
 // The newest `capacity` digests are remembered (in memory only).
 //
 // Thread-safety: all methods may be called concurrently.
@@ -52,8 +55,9 @@ class FatalRequests {
 
   // Marks `digest` as with the engine until the token is released or destroyed.
   InFlight enter(uint64_t digest);
-  // The engine was lost: strikes for every request in flight. Returns how many became fatal.
-  size_t engine_lost();
+  // The engine was lost (`hung`: killed for not answering): strikes for every request in
+  // flight. Returns how many became fatal.
+  size_t engine_lost(bool hung);
   bool fatal(uint64_t digest) const;
 
  private:

@@ -5,13 +5,13 @@
 namespace kvgate::gateway {
 namespace {
 
-TEST(FatalRequestsTest, ARequestAloneWithTheLostEngineIsFatalAtOnce) {
+TEST(FatalRequestsTest, ARequestAloneWithAnEngineThatHungIsFatalAtOnce) {
   FatalRequests f;
   const uint64_t d = FatalRequests::digest("{\"grammar\":\"...\"}");
   {
     auto token = f.enter(d);
     EXPECT_FALSE(f.fatal(d));
-    EXPECT_EQ(f.engine_lost(), 1u);
+    EXPECT_EQ(f.engine_lost(true), 1u);
   }
   EXPECT_TRUE(f.fatal(d));
   EXPECT_FALSE(f.fatal(FatalRequests::digest("{\"grammar\":\"..\"}")));
@@ -23,11 +23,11 @@ TEST(FatalRequestsTest, RequestsInFlightTogetherNeedTwoLossesAndReleasedOnesNone
   auto ta = f.enter(a);
   auto tb = f.enter(b);
   { auto tc = f.enter(c); }  // answered before the loss
-  EXPECT_EQ(f.engine_lost(), 0u);
+  EXPECT_EQ(f.engine_lost(true), 0u);
   EXPECT_FALSE(f.fatal(a));
   EXPECT_FALSE(f.fatal(b));
   tb.release();
-  EXPECT_EQ(f.engine_lost(), 1u);  // a, alone now, takes its second and third strike
+  EXPECT_EQ(f.engine_lost(false), 1u);  // a's second loss
   EXPECT_TRUE(f.fatal(a));
   EXPECT_FALSE(f.fatal(b));
   EXPECT_FALSE(f.fatal(c));
@@ -35,14 +35,24 @@ TEST(FatalRequestsTest, RequestsInFlightTogetherNeedTwoLossesAndReleasedOnesNone
 
 TEST(FatalRequestsTest, NoRequestInFlightNoStrikeAndMemoryIsBounded) {
   FatalRequests f(2);
-  EXPECT_EQ(f.engine_lost(), 0u);
+  EXPECT_EQ(f.engine_lost(true), 0u);
   for (const char* body : {"1", "2", "3"}) {
     auto t = f.enter(FatalRequests::digest(body));
-    f.engine_lost();
+    f.engine_lost(true);
   }
   EXPECT_FALSE(f.fatal(FatalRequests::digest("1")));  // the oldest is forgotten
   EXPECT_TRUE(f.fatal(FatalRequests::digest("2")));
   EXPECT_TRUE(f.fatal(FatalRequests::digest("3")));
+}
+
+TEST(FatalRequestsTest, ARequestAloneWithAnEngineThatDiedIsFatalOnlyTheSecondTime) {
+  FatalRequests f;
+  const uint64_t d = FatalRequests::digest("{}");
+  auto t = f.enter(d);
+  EXPECT_EQ(f.engine_lost(false), 0u);  // crashed or killed from outside: maybe not its fault
+  EXPECT_FALSE(f.fatal(d));
+  EXPECT_EQ(f.engine_lost(false), 1u);
+  EXPECT_TRUE(f.fatal(d));
 }
 
 TEST(FatalRequestsTest, TheAnswersSayWhyAndDiffer) {

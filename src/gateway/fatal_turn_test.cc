@@ -18,6 +18,7 @@ using testing::ScriptedUpstream;
 class LosingUpstream : public ScriptedUpstream {
  public:
   Gateway* gateway = nullptr;
+  bool hung = true;  // how the engine is lost: killed as a zombie, or died
   std::atomic<int> chat_calls{0};
 
   UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
@@ -26,7 +27,7 @@ class LosingUpstream : public ScriptedUpstream {
       ++chat_calls;
       if (body.find("\"grammar\"") != std::string::npos) {
         ++port_;
-        gateway->on_engine_restart();
+        gateway->on_engine_restart(hung);
         return UpstreamError{.kind = UpstreamFailure::kBroken, .message = "connection reset"};
       }
     }
@@ -85,6 +86,27 @@ TEST(FatalTurnTest, ARequestThatTookTheEngineDownIsNotSentAgainNorItsResends) {
   json other = killer;
   other.erase("grammar");
   EXPECT_EQ(turn(other).status, 200);
+  EXPECT_EQ(upstream->chat_calls.load(), 2);
+}
+
+TEST(FatalTurnTest, ARequestWhoseEngineDiedIsSentOnceMoreThenNoMore) {
+  auto upstream = std::make_shared<LosingUpstream>();
+  upstream->hung = false;  // crashed or killed from outside: maybe not the request's fault
+  GatewayOptions options;
+  options.context_tokens = 100000;
+  options.model_summaries = false;
+  options.wait_for_engine = std::chrono::seconds(5);
+  Gateway gateway(std::move(options), upstream);
+  upstream->gateway = &gateway;
+  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"grammar", "root ::= \"x\""}};
+  Output first;
+  gateway.run_turn({.body = killer, .scope = "open"}, first);
+  EXPECT_EQ(first.status, 502);
+  EXPECT_EQ(first.code, "request_stopped_engine");
+  EXPECT_EQ(upstream->chat_calls.load(), 2);  // re-sent once, lost the engine again
+  Output again;
+  gateway.run_turn({.body = killer, .scope = "open"}, again);
+  EXPECT_EQ(again.status, 400);
   EXPECT_EQ(upstream->chat_calls.load(), 2);
 }
 

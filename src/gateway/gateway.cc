@@ -324,9 +324,9 @@ void Gateway::learn_prefill_speed(double ms_per_token, uint64_t tokens) {
   prefill_ms_per_token_.store(old * 0.7 + ms_per_token * 0.3);
 }
 
-void Gateway::on_engine_restart() {
+void Gateway::on_engine_restart(bool hung) {
   ++engine_generation_;
-  if (const size_t fatal = fatal_.engine_lost(); fatal > 0) {
+  if (const size_t fatal = fatal_.engine_lost(hung); fatal > 0) {
     metrics_.add("fatal_requests_total", static_cast<double>(fatal));
     util::log_event(util::LogLevel::kWarn, "fatal_request",
                     {{"requests", fatal},

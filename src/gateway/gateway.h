@@ -203,8 +203,9 @@ class Gateway {
   TokenCounter& tokens() { return tokens_; }
   const GatewayOptions& options() const { return options_; }
   // Called by the supervisor when the engine restarted (its cache is empty again); the
-  // requests that were with the lost engine get their strikes (fatal_requests.h).
-  void on_engine_restart();
+  // requests that were with the lost engine get their strikes (fatal_requests.h). `hung`:
+  // the old engine was killed for not answering its probes (not a crash or an outside kill).
+  void on_engine_restart(bool hung = false);
   // How the engine's template renders a past reply as it was generated, with thinking off
   // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
   // generation prompt in an empty think block that it renders for a past reply only when the

@@ -74,7 +74,11 @@ ApiStatus Turn::send() {
 bool Turn::retry_on_restarted_engine(const EngineEndpoint& before) {
   // The engine failed before any of its answer reached the client (it was down, or died
   // during the prefill): send the request again once the engine is back.
-  if (!worth_a_restart(sent_) || sent_.relayed || cancel_.cancelled() || engine_retries_ >= 1) return false;
+  if (!worth_a_restart(sent_) || sent_.relayed || cancel_.cancelled()) return false;
+  if (engine_retries_ >= 1) {
+    if (g_.fatal_.fatal(digest_)) sent_.failure = fatal_request_error(false);
+    return false;
+  }
   ++engine_retries_;
   if (!g_.wait_for_engine_again(before, [this] { return out_.client_gone(); })) return false;
   // A request that was alone with the engine when it was lost is what took it down: it is
