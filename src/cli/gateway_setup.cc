@@ -11,6 +11,8 @@ gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& 
   go.api_keys = cfg.api_keys;
   go.slots = std::max(1, e.slots);
   go.max_sessions = cfg.max_sessions;
+  go.session_retention_age = std::chrono::duration_cast<std::chrono::seconds>(cfg.session_retention);
+  go.session_retention_count = cfg.max_stored_sessions;
   go.thinking.default_on = cfg.thinking;
   go.compaction = cfg.compaction;
   go.keepalive = std::chrono::milliseconds(cfg.keepalive.count());

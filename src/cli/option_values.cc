@@ -49,9 +49,11 @@ Result<engine::Millis> parse_duration(std::string_view text) {
     scale = 60000;
   else if (unit == "h")
     scale = 3600000;
+  else if (unit == "d")
+    scale = 86400000;
   if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || scale == 0 ||
       value * scale > 1e15) {
-    return Error(fmt::format("'{}' is not a duration (e.g. 500ms, 10s, 5m, 1h)", text));
+    return Error(fmt::format("'{}' is not a duration (e.g. 500ms, 10s, 5m, 1h, 30d)", text));
   }
   return engine::Millis(static_cast<int64_t>(std::llround(value * scale)));
 }

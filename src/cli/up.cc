@@ -361,11 +361,14 @@ Result<std::string> open_state(gateway::Gateway& gw, const UpConfig& cfg, const 
 void follow_engine(engine::Supervisor& supervisor, gateway::Gateway& gw,
                    std::shared_ptr<std::atomic<int64_t>> ready_since) {
   auto seen_generation = std::make_shared<uint64_t>(0);  // only the supervisor's thread uses it
-  supervisor.add_listener([&gw, seen_generation, ready_since](const engine::Transition&,
-                                                               const engine::SupervisorStatus& st) {
+  auto hung = std::make_shared<bool>(false);              // the last engine lost was a zombie
+  supervisor.add_listener([&gw, seen_generation, hung, ready_since](const engine::Transition& t,
+                                                                     const engine::SupervisorStatus& st) {
+    if (t.to == engine::State::kRestarting) *hung = t.event == engine::Event::kProbeFailed;
     if (st.generation != *seen_generation) {
-      if (*seen_generation != 0) gw.on_engine_restart();
+      if (*seen_generation != 0) gw.on_engine_restart(*hung);
       *seen_generation = st.generation;
+      *hung = false;
     }
     if (!engine::is_serving(st.state)) {
       ready_since->store(0);

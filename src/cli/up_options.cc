@@ -85,6 +85,15 @@ Status positive_duration(const std::string& name, const std::string& v, UpConfig
 }
 
 template <auto Where>
+Status duration_or_zero(const std::string& name, const std::string& v, UpConfig& c) {
+  auto d = parse_duration(v);
+  if (!d) return Error(fmt::format("--{}: {}", name, d.error().message()));
+  if (d->count() < 0) return Error(fmt::format("--{}: must not be negative", name));
+  Where(c) = *d;
+  return {};
+}
+
+template <auto Where>
 Status byte_size(const std::string& name, const std::string& v, UpConfig& c) {
   auto b = util::parse_bytes(v);
   if (!b) return Error(fmt::format("--{} '{}': {}", name, v, b.error().message()));
@@ -357,6 +366,12 @@ constexpr UpOptionInfo kOptions[] = {
      "largest request body accepted (default 64MiB)"},
     {"max-sessions", whole<1u, 10000000u, config<&UpConfig::max_sessions>>,
      "sessions kept in memory (default 1024; more stay in the state directory)"},
+    {"session-retention", duration_or_zero<config<&UpConfig::session_retention>>,
+     "sessions unused for this long are removed from the state directory, with their history, at start and "
+     "every 10 minutes (default 30d; 0 = kept however old)"},
+    {"max-stored-sessions", whole<0u, 100000000u, config<&UpConfig::max_stored_sessions>>,
+     "sessions kept in the state directory; beyond it the least recently used are removed (default 20000; 0 = "
+     "no bound)"},
     {"keepalive", positive_duration<config<&UpConfig::keepalive>>,
      "SSE keep-alive interval while the engine is silent (default 10s)"},
     {"max-inflight", whole<1u, 100000u, config<&UpConfig::max_inflight>>,
@@ -394,8 +409,9 @@ constexpr UpOptionInfo kOptions[] = {
 // `kvgate serve` runs the gateway only: these options of the table, and its own.
 constexpr std::string_view kServeNames[] = {
     "listen", "allow-host", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
-    "high-watermark", "low-watermark", "max-body", "max-sessions", "keepalive", "max-inflight", "max-queue",
-    "queue-timeout", "upstream-timeout", "generation-timeout", "default-max-tokens", "max-messages", "count-timeout",
+    "high-watermark", "low-watermark", "max-body", "max-sessions", "session-retention", "max-stored-sessions",
+    "keepalive", "max-inflight", "max-queue", "queue-timeout", "upstream-timeout", "generation-timeout",
+    "default-max-tokens", "max-messages", "count-timeout",
     "compaction-timeout", "prefill-report"};
 constexpr UpOptionInfo kServeOnly[] = {
     {"upstream", text<config<&UpConfig::upstream>>,

@@ -125,6 +125,9 @@ struct UpConfig {
   std::optional<Watermark> low_watermark;   // tokens, or a fraction of the high watermark
   uint64_t max_body_bytes = 64ull << 20;
   uint32_t max_sessions = 1024;
+  // sessions.db retention (GatewayOptions::session_retention_*): age (0: none) and count (0: none).
+  engine::Millis session_retention{30LL * 24 * 3600 * 1000};
+  uint32_t max_stored_sessions = 20000;
   engine::Millis keepalive{10000};
   // Admission and time-outs (gateway/admission.h, GatewayOptions).
   std::optional<uint32_t> max_inflight;  // default: the engine's slots

@@ -42,6 +42,12 @@ TEST(UpOptionsTest, PlanSpellingsAndDefaults) {
   EXPECT_EQ(d.settings.ctx, 4096u);
   EXPECT_FALSE(d.n_gpu_layers);
   EXPECT_EQ(d.on_mismatch, engine::OnMismatch::kFail);
+  EXPECT_EQ(d.session_retention, milliseconds(30LL * 24 * 3600 * 1000));
+  EXPECT_EQ(d.max_stored_sessions, 20000u);
+  const UpConfig kept = resolve(parse({"--session-retention", "0", "--max-stored-sessions", "500"}));
+  EXPECT_EQ(kept.session_retention.count(), 0);
+  EXPECT_EQ(kept.max_stored_sessions, 500u);
+  EXPECT_NE(resolve_error({"--session-retention", "-1d"}).find("session-retention"), std::string::npos);
 
   const UpConfig c = resolve(
       parse({"m.gguf",      "-c",        "64k",        "--np",          "2",           "--ngl",
@@ -199,6 +205,7 @@ TEST(UpOptionsTest, Durations) {
   EXPECT_EQ(*parse_duration("5m"), milliseconds(300000));
   EXPECT_EQ(*parse_duration("1h"), milliseconds(3600000));
   EXPECT_EQ(*parse_duration("2"), milliseconds(2000));
+  EXPECT_EQ(*parse_duration("30d"), milliseconds(30LL * 24 * 3600 * 1000));
   for (auto bad : {"", "s", "10x", "-1s", "1..5s", "9999999999999h"})
     EXPECT_FALSE(parse_duration(bad).ok()) << bad;
 }

@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -304,6 +306,70 @@ TEST_F(EdgeSecurityE2eTest, AlternativesPerTokenAreBounded) {
   for (const auto& t : tokens) EXPECT_EQ(t["top_logprobs"].size(), 5u) << t;
   const auto twenty = testing::post_json(c, "/v1/chat/completions", asked(logprobs, "top_logprobs", 20));
   EXPECT_EQ(twenty.status, 200) << twenty.raw.substr(0, 300);
+}
+
+// The probe's bodies that froze or stalled the engine (a 50,000-entry enum, a 20,000-
+// alternative grammar) or held other clients while counted (20,000 tools, a 150,000-entry
+// logit_bias): refused before the engine or the counting sees them, on every route that takes
+// them, while another client's turn goes on beside them; a schema within the bounds works.
+TEST_F(EdgeSecurityE2eTest, CostlySchemasGrammarsAndCountsAreRefusedBeforeTheEngine) {
+  auto f = front();
+  auto c = f->client();
+  json values = json::array();
+  for (int i = 0; i < 50000; ++i) values.push_back(fmt::format("value-{:06d}", i));
+  const json enum_format = {{"type", "json_schema"},
+                            {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"enum", values}}}}}};
+  std::string grammar = "root ::= \"a0\"";
+  for (int i = 1; i < 20000; ++i) grammar += fmt::format(" | \"a{}\"", i);
+  json tools = json::array(), bias = json::object();
+  for (int i = 0; i < 20000; ++i) tools.push_back({{"type", "function"}, {"function", {{"name", fmt::format("t{}", i)}}}});
+  for (int i = 0; i < 150000; ++i) bias[std::to_string(i)] = 1;
+  const json completion = {{"prompt", "hello"}, {"max_tokens", 4}};
+  struct Case {
+    std::string path;
+    json body;
+    int status;
+    std::string param;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", with(chat("hello"), "response_format", enum_format), 413, "response_format"},
+      {"/v1/chat/completions", with(chat("hello"), "grammar", grammar), 413, "grammar"},
+      {"/v1/completions", with(completion, "grammar", grammar), 413, "grammar"},
+      {"/v1/completions", with(completion, "json_schema", enum_format["json_schema"]["schema"]), 413, "json_schema"},
+      {"/v1/chat/completions", with(chat("hello"), "tools", tools), 400, "tools"},
+      {"/v1/chat/completions", with(chat("hello"), "logit_bias", bias), 400, "logit_bias"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& k = cases[i];
+    std::optional<testing::JsonAnswer> beside;
+    std::thread other([&] {
+      auto oc = f->client();
+      beside = testing::post_json(oc, "/v1/chat/completions", chat(fmt::format("Beside case {}.", i)),
+                                  {{"X-Session-Id", fmt::format("beside-{}", i)}});
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto a = testing::post_json(c, k.path, k.body);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    other.join();
+    EXPECT_EQ(a.status, k.status) << k.path << " " << k.param << ": " << a.raw.substr(0, 300);
+    EXPECT_EQ(param_of(a.body), k.param) << a.raw.substr(0, 300);
+    EXPECT_NE(error_text(a.body).find("limit of"), std::string::npos) << a.raw.substr(0, 300);
+    EXPECT_LT(s, 10.0) << k.path << " " << k.param << ": refused only after " << s << " s";
+    ASSERT_TRUE(beside.has_value());
+    EXPECT_EQ(beside->status, 200) << beside->raw.substr(0, 300);
+  }
+  // Within the bounds: a 2-entry enum is the engine's to honour.
+  json small = enum_format;
+  small["json_schema"]["schema"]["enum"] = json::array({"yes", "no"});
+  const auto ok = testing::post_json(c, "/v1/chat/completions", with(chat("hello", 8), "response_format", small));
+  ASSERT_EQ(ok.status, 200) << ok.raw.substr(0, 300);
+  std::string content = ok.body["choices"][0]["message"].value("content", "");
+  content.erase(0, content.find_first_not_of(" \n\t"));  // the schema's grammar allows blanks around
+  content.erase(content.find_last_not_of(" \n\t") + 1);
+  // The grammar allows only these (max_tokens may cut one short).
+  EXPECT_TRUE(!content.empty() && (std::string("\"yes\"").starts_with(content) || std::string("\"no\"").starts_with(content)))
+      << content;
+  others_are_served(*f, "the costly requests", 1);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "gateway/engine_errors.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
+#include "gateway/work_limits.h"
 #include "gateway/reply.h"
 #include "gateway/request_checks.h"
 #include "gateway/rescue_replay.h"
@@ -323,7 +324,15 @@ void Gateway::learn_prefill_speed(double ms_per_token, uint64_t tokens) {
   prefill_ms_per_token_.store(old * 0.7 + ms_per_token * 0.3);
 }
 
-void Gateway::on_engine_restart() { ++engine_generation_; }
+void Gateway::on_engine_restart(bool hung) {
+  ++engine_generation_;
+  if (const size_t fatal = fatal_.engine_lost(hung); fatal > 0) {
+    metrics_.add("fatal_requests_total", static_cast<double>(fatal));
+    util::log_event(util::LogLevel::kWarn, "fatal_request",
+                    {{"requests", fatal},
+                     {"detail", "the engine was lost while working on it; it is not sent to the engine again"}});
+  }
+}
 
 void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -331,6 +340,9 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   if (!parsed.ok()) return send_error(writer, parsed.error());
   const json& body = *parsed;
   if (auto valid = validate_completion_body(body); !valid.ok()) return send_error(writer, valid.error());
+  if (auto bounded = check_work_limits(body); !bounded.ok()) return send_error(writer, bounded.error());
+  const uint64_t digest = FatalRequests::digest(request.body);
+  if (fatal_.fatal(digest)) return send_error(writer, fatal_request_error(true));
   RequestRecord rec{.route = "completions", .stream = body.contains("stream") && body["stream"] == true};
   const ClientGone client_gone = [&writer] { return writer.client_gone(); };
   auto ticket = admit(fmt::format("completion:{}", ++request_serial_), client_gone, rec);
@@ -343,6 +355,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   // The engine puts a raw completion in a slot of its choosing: what any slot holds is then
   // unknown (saved first, so no conversation loses more than its cache).
   if (kv_) kv_->before_foreign_use(engine_generation_.load());
+  const FatalRequests::InFlight in_flight = fatal_.enter(digest);
   CancelScope cancel;
   json sent = body;
   if (!sent.contains("seed") || !sent["seed"].is_number_integer()) sent["seed"] = replay_seed();
@@ -537,7 +550,7 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
         {"counting", counting_name(tokens_.counting())},
         {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
       {"throughput",
-       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(scope)}}},
+       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(options_.api_keys.empty() ? std::nullopt : std::optional(scope))}}},
       {"bench_prefill", options_.bench_prefill},
       {"metrics", metrics_.to_json()}};
   if (options_.engine_report) {

@@ -51,6 +51,7 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_error.h"
+#include "gateway/fatal_requests.h"
 #include "gateway/kv_keeper.h"
 #include "gateway/metrics.h"
 #include "gateway/reply.h"
@@ -91,6 +92,13 @@ struct GatewayOptions {
   std::vector<std::string> api_keys;
   int slots = 1;                       // engine slots (-np); sessions are pinned to them
   size_t max_sessions = 1024;
+  // The session store's retention (SessionStore::prune): sessions unused for longer than
+  // `session_retention_age`, then all but the `session_retention_count` most recently used,
+  // are removed when the store is opened and every `session_prune_every` while saving; 0
+  // turns a bound off (kvgate up --session-retention, --max-stored-sessions).
+  std::chrono::seconds session_retention_age{std::chrono::hours(24 * 30)};
+  int64_t session_retention_count = 20000;
+  std::chrono::seconds session_prune_every{600};
   ThinkingOptions thinking;
   bool count_tokens = true;            // exact prompt accounting where compaction needs it
   bool always_count_tokens = false;    // count every request exactly, even far below the watermark
@@ -179,6 +187,7 @@ class Gateway {
 
   // Makes sessions durable in the SQLite file at `path` (created if missing). Sessions of
   // earlier runs are found again by their conversations. Call before serving.
+  // The retention of options().session_retention_* is applied at once.
   Status open_store(const std::filesystem::path& path);
   // Starts saving and restoring conversations' engine state (options().kv must be enabled).
   Status open_kv_states();
@@ -200,8 +209,10 @@ class Gateway {
   Admission& admission() { return admission_; }
   TokenCounter& tokens() { return tokens_; }
   const GatewayOptions& options() const { return options_; }
-  // Called by the supervisor when the engine restarted (its cache is empty again).
-  void on_engine_restart();
+  // Called by the supervisor when the engine restarted (its cache is empty again); the
+  // requests that were with the lost engine get their strikes (fatal_requests.h). `hung`:
+  // the old engine was killed for not answering its probes (not a crash or an outside kill).
+  void on_engine_restart(bool hung = false);
   // How the engine's template renders a past reply as it was generated, with thinking off
   // (template_probe.cc; asked once per engine generation). A Qwen3-style template ends the
   // generation prompt in an empty think block that it renders for a past reply only when the
@@ -342,6 +353,7 @@ class Gateway {
   Metrics metrics_;
   std::atomic<double> prefill_ms_per_token_;
   std::atomic<uint64_t> engine_generation_{0};
+  FatalRequests fatal_;  // requests that were with the engine when it was lost
   std::unique_ptr<SessionStore> store_;
   std::shared_ptr<ResponseStore>
       responses_;  // for previous_response_id; written through to a store once open
@@ -350,6 +362,8 @@ class Gateway {
   std::mutex unsaved_mu_;
   std::set<std::string> unsaved_;  // sessions whose last save failed; guarded by unsaved_mu_
   std::atomic<int64_t> store_reads_paused_until_ms_{0};  // steady-clock ms; see open_store()
+  std::atomic<int64_t> pruned_at_ms_{0};                 // steady-clock ms of the last prune
+  void prune_store();                                    // REQUIRES: store_ open
   Admission admission_;
   mutable std::atomic<int> engine_errors_in_row_{0};  // unexplained engine 5xx since the last good answer
   std::atomic<uint64_t> request_serial_{0};

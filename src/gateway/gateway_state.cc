@@ -4,6 +4,7 @@
 #include "gateway/gateway.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -30,8 +31,25 @@ int64_t unix_seconds(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
+void Gateway::prune_store() {
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  pruned_at_ms_ = now_ms;
+  const int64_t age = options_.session_retention_age.count();
+  const int64_t before = age > 0 ? util::unix_seconds_now() - age : 0;
+  auto removed = store_->prune(before, options_.session_retention_count);
+  if (!removed.ok()) {
+    metrics_.add("session_store_errors_total{op=\"prune\"}");
+    util::log_event(util::LogLevel::kError, "session_store_error", {{"error", removed.error().message()}});
+    return;
+  }
+  metrics_.add("sessions_pruned_total", static_cast<double>(*removed));
+  if (*removed > 0) util::log_event(util::LogLevel::kInfo, "sessions_pruned", {{"sessions", *removed}});
+}
+
 Status Gateway::open_store(const std::filesystem::path& path) {
   KV_ASSIGN_OR_RETURN(store_, SessionStore::open(path));
+  prune_store();
   SessionStore* store = store_.get();
   responses_->attach(store);
   // A lookup that fails (the store is locked by another process, or unreadable) pauses
@@ -136,6 +154,12 @@ Status Gateway::save_session(Session& session, const std::vector<json>& new_comp
     keys = recognition_keys(session);
   }
   auto saved = store_->save(st, keys, new_compactions);
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t every_ms = options_.session_prune_every.count() * 1000;
+  if (int64_t last = pruned_at_ms_.load(); now_ms - last >= every_ms && pruned_at_ms_.compare_exchange_strong(last, now_ms)) {
+    prune_store();
+  }
   // The session stays served from memory either way; a later save writes its whole state
   // (its own next turn, or the first save that works again).
   store_failing_ = !saved.ok();

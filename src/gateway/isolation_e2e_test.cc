@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -220,6 +221,33 @@ TEST_F(IsolationE2eTest, CollidingClientsThroughTheRealEngineNeverMix) {
     oracle.answered(scope, c.id, c.history, reply_of(r));
     if (pick(4) != 0) c.history.push_back(reply_of(r));
   }
+}
+
+TEST_F(IsolationE2eTest, StatusListsOnlyTheCallersOwnRecentTurns) {
+  // Key one sends two turns, key two one: each key's status lists its own and no figure of the
+  // other's (their prompt sizes and times tell what the other sends and when).
+  ASSERT_EQ(chat("key-one", json::array({msg("user", "first of key one")})).answer.status, 200);
+  ASSERT_EQ(chat("key-one", json::array({msg("user", "second of key one, a little longer")})).answer.status, 200);
+  ASSERT_EQ(chat("key-two", json::array({msg("user", "only turn of key two")})).answer.status, 200);
+  auto c = front_->client();
+  auto recent = [&](const std::string& key) {
+    auto r = c.Get("/kvgate/v1/status", {{"Authorization", "Bearer " + key}});
+    EXPECT_TRUE(r && r->status == 200);
+    return r ? json::parse(r->body)["throughput"]["recent"] : json();
+  };
+  auto sessions = [&](const std::string& key) {
+    auto r = c.Get("/kvgate/v1/sessions", {{"Authorization", "Bearer " + key}});
+    std::set<std::string> ids;
+    const json listing = json::parse(r->body);
+    for (const auto& s : listing["data"]) ids.insert(s["id"].get<std::string>());
+    return ids;
+  };
+  const json one = recent("key-one"), two = recent("key-two");
+  ASSERT_EQ(one.size(), 2u) << one.dump();
+  ASSERT_EQ(two.size(), 1u) << two.dump();
+  const auto own_one = sessions("key-one"), own_two = sessions("key-two");
+  for (const auto& e : one) EXPECT_TRUE(own_one.contains(e["session"].get<std::string>())) << e.dump();
+  for (const auto& e : two) EXPECT_TRUE(own_two.contains(e["session"].get<std::string>())) << e.dump();
 }
 
 }  // namespace

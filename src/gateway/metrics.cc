@@ -46,13 +46,14 @@ void Metrics::record(const RequestRecord& r) {
   }
 }
 
-nlohmann::json Metrics::recent(const std::string& scope) const {
+nlohmann::json Metrics::recent(const std::optional<std::string>& scope) const {
   std::lock_guard lock(mu_);
   auto known = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [ts, r] : recent_) {
+    if (scope && r.scope != *scope) continue;
     out.push_back({{"ts", ts},
-                   {"session", r.scope == scope && !r.session.empty() ? nlohmann::json(r.session) : nlohmann::json(nullptr)},
+                   {"session", !r.session.empty() ? nlohmann::json(r.session) : nlohmann::json(nullptr)},
                    {"status", r.status},
                    {"prompt_tokens", r.prompt_tokens},
                    {"cached_tokens", r.cached_tokens},

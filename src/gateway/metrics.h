@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -61,11 +62,12 @@ class Metrics {
   // Prometheus text; `extra` lets the caller append live gauges (sessions, slots, engine).
   std::string prometheus(const std::function<void(std::string&)>& extra = nullptr) const;
   nlohmann::json to_json() const;
-  // The last kRecent chat turns, oldest first, those of other scopes without their session:
-  // {ts, session, status, prompt/cached/prefilled/completion tokens, ttft_ms,
-  //  prefill_tokens_per_s, decode_tokens_per_s} (unknown figures null).
+  // Of the last kRecent chat turns, oldest first, those of `scope` (every one when nullopt: a
+  // gateway without keys): {ts, session, status, prompt/cached/prefilled/completion tokens,
+  // ttft_ms, prefill_tokens_per_s, decode_tokens_per_s} (unknown figures null). Another key's
+  // turns are left out whole: even their figures tell what it sends and when.
   static constexpr size_t kRecent = 120;
-  nlohmann::json recent(const std::string& scope) const;
+  nlohmann::json recent(const std::optional<std::string>& scope) const;
 
  private:
   struct Recent {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/work_limits.h"
 #include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {
@@ -157,6 +158,7 @@ size_t json_text_depth_exceeded_at(std::string_view text, size_t max_depth) {
 
 ApiStatus check_chat_limits(const json& body, const RequestLimits& limits) {
   if (!body.is_object()) return {};  // validate_chat_body names the problem
+  KV_TRY(check_work_limits(body));
   auto messages = body.find("messages");
   if (messages == body.end() || !messages->is_array()) return {};
   if (messages->size() > limits.max_messages) {

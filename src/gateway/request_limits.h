@@ -7,6 +7,7 @@
 //      does with an accepted body (copies, dumps, hashing, repair) recurses at most
 //      `max_depth` levels.
 //   2. check_chat_limits() (here), on the parsed chat body, before history repair:
+//        - the bounds of work_limits.h (schemas, grammar, tools, logit_bias, stop);
 //        - at most `max_messages` messages (each message costs hashing, repair and one or
 //          two /tokenize calls; 100,000 messages took minutes);
 //        - every tool-call `arguments` string nests at most `max_depth` levels (the

@@ -7,6 +7,7 @@
 #include "gateway/rescue_replay.h"
 #include "gateway/turn_steps.h"
 #include "session/normalize.h"
+#include "util/json.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {
@@ -42,6 +43,7 @@ Turn::~Turn() {
 
 void Turn::run() {
   if (auto prepared = prepare(); !prepared.ok()) return refuse(prepared.error(), "bad_request");
+  if (g_.fatal_.fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
   if (auto placed = recognise(); !placed.ok()) {
     if (placed.error().status != 499) out_.fail(placed.error());
     return;
@@ -61,6 +63,7 @@ void Turn::refuse(const ApiError& error, const char* kind) {
 }
 
 ApiStatus Turn::prepare() {
+  digest_ = FatalRequests::digest(util::json_text(in_.body));
   KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(in_.body), g_.request_limits()));
   req_ = std::move(prepared.request);
   repairs_ = std::move(prepared.repairs);

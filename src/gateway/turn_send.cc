@@ -54,6 +54,7 @@ ApiStatus Turn::send() {
     stream_opened_ = true;
   }
   if (plan::fails_when_reply_fills_context(options_.engine_fork) && counted_ > 0) cap_reply(counted_);
+  in_flight_ = g_.fatal_.enter(digest_);
   for (;;) {
     const EngineEndpoint before = g_.upstream_->endpoint();
     sent_ = attempt();
@@ -66,16 +67,28 @@ ApiStatus Turn::send() {
                                       options_.high_watermark_fraction, options_.low_watermark_fraction, reserve_),
                       "overflow"));
   }
+  in_flight_.release();
   return outcome();
 }
 
 bool Turn::retry_on_restarted_engine(const EngineEndpoint& before) {
   // The engine failed before any of its answer reached the client (it was down, or died
   // during the prefill): send the request again once the engine is back.
-  if (!worth_a_restart(sent_) || sent_.relayed || cancel_.cancelled() || engine_retries_ >= 1) return false;
+  if (!worth_a_restart(sent_) || sent_.relayed || cancel_.cancelled()) return false;
+  if (engine_retries_ >= 1) {
+    if (g_.fatal_.fatal(digest_)) sent_.failure = fatal_request_error(false);
+    return false;
+  }
   ++engine_retries_;
+  if (!g_.wait_for_engine_again(before, [this] { return out_.client_gone(); })) return false;
+  // A request that was alone with the engine when it was lost is what took it down: it is
+  // not sent again (fatal_requests.h).
+  if (g_.fatal_.fatal(digest_)) {
+    sent_.failure = fatal_request_error(false);
+    return false;
+  }
   g_.metrics_.add("engine_retries_total");
-  return g_.wait_for_engine_again(before, [this] { return out_.client_gone(); });
+  return true;
 }
 
 bool Turn::retry_with_reply_cap() {

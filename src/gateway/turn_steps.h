@@ -185,6 +185,8 @@ class Turn {
   bool counters_missing_ = false;                  // the engine exported none: not asked again
   int overflow_retries_ = 0;
   int engine_retries_ = 0;
+  uint64_t digest_ = 0;                // of the body as the client sent it (FatalRequests)
+  FatalRequests::InFlight in_flight_;  // held while send() works with the engine
   bool template_retried_ = false;
   bool filled_retried_ = false;
   // 7.

@@ -104,15 +104,16 @@ ApiResult<json> Gateway::previous_messages(const wire::ClientJson& body, const s
   if (!prev->is_string()) return bad_request("previous_response_id must be a string", "previous_response_id");
   const std::string id = prev->get<std::string>();
   KV_TRY(check_client_id(id, "previous_response_id"));
-  auto stored = responses_->get(id, scope);
-  if (!stored) {
+  auto stored = responses_->history(id, scope);
+  if (!stored.ok()) {
+    return bad_request(stored.error().message(), "previous_response_id", "previous_response_unavailable");
+  }
+  if (!*stored) {
     ApiError e = bad_request(fmt::format("Previous response with id '{}' not found.", id.substr(0, 200)),
                              "previous_response_id", "previous_response_not_found");
     return e;
   }
-  json messages = json::parse(stored->messages, nullptr, false);
-  if (!messages.is_array()) return internal_error("the stored conversation of " + id + " is unreadable");
-  return messages;
+  return std::move(**stored);
 }
 
 ApiResult<wire::ResponsesConversion> Gateway::responses_request(const HttpRequest& request,
@@ -136,12 +137,16 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
   ResponsesAdapter adapter(writer, relay_options(), std::move(*conv));
   if (adapter.conversion().store) {
     adapter.on_final([&](const wire::ClientJson& response) {
-      json messages = adapter.conversion().history;
+      // Only what this request added; the rest is the previous response's (response_store.h).
+      const auto& c = adapter.conversion();
+      json messages = json::array();
+      for (size_t i = c.previous_count; i < c.history.size(); ++i) messages.push_back(c.history[i]);
       for (auto& m : wire::output_to_chat_messages(response)) messages.push_back(std::move(m));
       responses_->put(adapter.id(), {.scope = scope,
                                      .created = adapter.created_at(),
                                      .response = util::json_text(response),
-                                     .messages = util::json_text(messages)});
+                                     .messages = util::json_text(messages),
+                                     .parent = c.previous_response_id.value_or("")});
       if (options_.on_response_stored) options_.on_response_stored(adapter.id());
     });
   }

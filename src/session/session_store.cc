@@ -121,7 +121,27 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
       "CREATE INDEX IF NOT EXISTS compactions_session ON compactions(session_id, ts);"
       "CREATE TABLE IF NOT EXISTS responses(id TEXT PRIMARY KEY, scope TEXT NOT NULL, created INTEGER NOT NULL,"
       "  response TEXT NOT NULL, messages TEXT NOT NULL);";
+  // Columns added to the responses table later (a file of an earlier kvgate has none: its
+  // rows hold whole conversations and count as 0 bytes against the budgets).
+  const char* added_columns[] = {"ALTER TABLE responses ADD COLUMN parent TEXT NOT NULL DEFAULT ''",
+                                 "ALTER TABLE responses ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0"};
   if (auto st = store->exec(schema); !st) {
+    store->db_ = nullptr;
+    sqlite3_close_v2(db);
+    return Error(fmt::format("session store {}: {}", path.string(), st.error().message()));
+  }
+  for (const char* sql : added_columns) {
+    Statement has(db, "SELECT 1 FROM pragma_table_info('responses') WHERE name=?1");
+    const std::string column = std::string(sql).substr(std::string_view(sql).find("COLUMN ") + 7);
+    has.bind(1, column.substr(0, column.find(' ')));
+    if (has.step() == SQLITE_ROW) continue;
+    if (auto st = store->exec(sql); !st) {
+      store->db_ = nullptr;
+      sqlite3_close_v2(db);
+      return Error(fmt::format("session store {}: {}", path.string(), st.error().message()));
+    }
+  }
+  if (auto st = store->exec("CREATE INDEX IF NOT EXISTS responses_scope ON responses(scope, bytes)"); !st) {
     store->db_ = nullptr;
     sqlite3_close_v2(db);
     return Error(fmt::format("session store {}: {}", path.string(), st.error().message()));
@@ -267,33 +287,79 @@ Status SessionStore::remove(const std::string& id) {
   return {};
 }
 
-Status SessionStore::save_response(const std::string& id, const StoredResponse& r, int64_t keep) {
+Status SessionStore::save_response(const std::string& id, const StoredResponse& r, const ResponseBudget& budget) {
   std::lock_guard lock(mu_);
   busy_wait(kWriteBusyMs);
-  Statement q(db_, "INSERT OR REPLACE INTO responses(id, scope, created, response, messages) VALUES(?1, ?2, ?3, ?4, ?5)");
+  Statement q(db_,
+              "INSERT OR REPLACE INTO responses(id, scope, created, response, messages, parent, bytes) "
+              "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   q.bind(1, id);
   q.bind(2, r.scope);
   q.bind(3, r.created);
   q.bind(4, r.response);
   q.bind(5, r.messages);
+  q.bind(6, r.parent);
+  q.bind(7, static_cast<int64_t>(r.bytes()));
   if (q.step() != SQLITE_DONE) return Error(fmt::format("saving response {}: {}", id, sqlite3_errmsg(db_)));
-  // The oldest beyond `keep` go (rowids grow with each insert).
-  Statement prune(db_, "DELETE FROM responses WHERE rowid <= (SELECT MAX(rowid) FROM responses) - ?1");
-  prune.bind(1, keep);
-  if (prune.step() != SQLITE_DONE) return Error(fmt::format("pruning responses: {}", sqlite3_errmsg(db_)));
-  return {};
+  // The oldest beyond the budget go (rowids grow with each insert).
+  auto prune = [&](const char* sql, int64_t bound, bool scoped) -> Status {
+    if (bound <= 0) return {};
+    Statement p(db_, sql);
+    p.bind(1, bound);
+    if (scoped) p.bind(2, r.scope);
+    if (p.step() != SQLITE_DONE) return Error(fmt::format("pruning responses: {}", sqlite3_errmsg(db_)));
+    return {};
+  };
+  KV_TRY(prune("DELETE FROM responses WHERE rowid <= (SELECT MAX(rowid) FROM responses) - ?1", budget.keep, false));
+  KV_TRY(prune("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY "
+               "rowid DESC) AS newer FROM responses WHERE scope=?2) WHERE newer > ?1)",
+               budget.scope_bytes, true));
+  return prune("DELETE FROM responses WHERE rowid IN (SELECT rowid FROM (SELECT rowid, SUM(bytes) OVER (ORDER BY "
+               "rowid DESC) AS newer FROM responses) WHERE newer > ?1)",
+               budget.total_bytes, false);
 }
 
 Result<std::optional<StoredResponse>> SessionStore::load_response(const std::string& id) {
   std::lock_guard lock(mu_);
   busy_wait(kReadBusyMs);
-  Statement q(db_, "SELECT scope, created, response, messages FROM responses WHERE id=?1");
+  Statement q(db_, "SELECT scope, created, response, messages, parent FROM responses WHERE id=?1");
   q.bind(1, id);
   const int rc = q.step();
   if (rc == SQLITE_DONE) return std::optional<StoredResponse>();
   if (rc != SQLITE_ROW) return Error(fmt::format("response lookup: {}", sqlite3_errmsg(db_)));
   return std::optional<StoredResponse>(StoredResponse{.scope = q.text(0), .created = q.int64(1), .response = q.text(2),
-                                                      .messages = q.text(3)});
+                                                      .messages = q.text(3), .parent = q.text(4)});
+}
+
+Result<uint64_t> SessionStore::prune(int64_t used_before, int64_t keep_newest) {
+  std::lock_guard lock(mu_);
+  busy_wait(kWriteBusyMs);
+  if (auto begun = exec("BEGIN IMMEDIATE"); !begun) return Error("pruning sessions: " + begun.error().message());
+  uint64_t removed = 0;
+  auto run = [&](const char* sql, int64_t v, bool sessions) {
+    Statement q(db_, sql);
+    q.bind(1, v);
+    if (q.step() != SQLITE_DONE) return false;
+    if (sessions) removed += static_cast<uint64_t>(sqlite3_changes(db_));
+    return true;
+  };
+  bool ok = true;
+  if (used_before > 0) {
+    ok = run("DELETE FROM sessions WHERE last_used < ?1", used_before, true) &&
+         run("DELETE FROM responses WHERE created < ?1", used_before, false);
+  }
+  if (ok && keep_newest > 0) {
+    ok = run("DELETE FROM sessions WHERE id IN (SELECT id FROM sessions ORDER BY last_used DESC, rowid DESC "
+             "LIMIT -1 OFFSET ?1)",
+             keep_newest, true);
+  }
+  if (!ok) {
+    const std::string why = sqlite3_errmsg(db_);
+    (void)exec("ROLLBACK");
+    return Error("pruning sessions: " + why);
+  }
+  if (auto done = exec("COMMIT"); !done) return Error("pruning sessions: " + done.error().message());
+  return removed;
 }
 
 Result<uint64_t> SessionStore::count() {

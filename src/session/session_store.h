@@ -40,12 +40,25 @@ struct StoredSession {
   int64_t last_used = 0;
 };
 
-// A Responses API answer kept for previous_response_id (JSON texts).
+// A Responses API answer kept for previous_response_id (JSON texts). It holds only what its
+// request added: the conversation after it is its parent's (resolved along `parent`, root
+// first), then `messages`. A response stored before parents were kept has the whole
+// conversation in `messages` and no parent.
 struct StoredResponse {
   std::string scope;     // the key scope that made it: no other may read it
   int64_t created = 0;   // unix seconds
   std::string response;  // the response object
-  std::string messages;  // the conversation's chat messages after it, without instructions
+  std::string messages;  // chat messages its request's input and answer added, without instructions
+  std::string parent;    // the previous_response_id it continued; empty: none
+  size_t bytes() const { return response.size() + messages.size() + parent.size(); }
+};
+
+// How much of the responses table a save keeps (0: no bound): the newest `keep` rows, the
+// newest of each scope within `scope_bytes`, the newest within `total_bytes`.
+struct ResponseBudget {
+  int64_t keep = 20000;
+  int64_t scope_bytes = 0;
+  int64_t total_bytes = 0;
 };
 
 class SessionStore {
@@ -63,8 +76,13 @@ class SessionStore {
   Result<std::vector<nlohmann::json>> compactions(const std::string& id, int limit = 100);
   Status remove(const std::string& id);
   Result<uint64_t> count();
-  // Saves a response under `id`, then drops the oldest beyond the newest `keep`.
-  Status save_response(const std::string& id, const StoredResponse& r, int64_t keep);
+  // Retention: removes the sessions last used before `used_before` (unix seconds; 0: no age
+  // bound) and all but the `keep_newest` most recently used (0: no count bound), with their
+  // keys and compaction history, and the responses created before `used_before`. Returns how
+  // many sessions went.
+  Result<uint64_t> prune(int64_t used_before, int64_t keep_newest);
+  // Saves a response under `id`, then drops the oldest beyond `budget`.
+  Status save_response(const std::string& id, const StoredResponse& r, const ResponseBudget& budget);
   Result<std::optional<StoredResponse>> load_response(const std::string& id);
   const std::filesystem::path& path() const { return path_; }
 

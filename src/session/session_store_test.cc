@@ -52,6 +52,57 @@ TEST(SessionStoreTest, SaveLoadFindAndReplaceKeys) {
   EXPECT_FALSE((*(*store)->load("s1")).has_value());
 }
 
+TEST(SessionStoreTest, ResponsesKeepTheirParentAndStayWithinByteBudgetsPerScopeAndInAll) {
+  auto path = temp_db("response_budget.db");
+  auto store = SessionStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  const ResponseBudget budget{.keep = 100, .scope_bytes = 3000, .total_bytes = 5000};
+  auto put = [&](const std::string& id, const std::string& scope) {
+    StoredResponse r{.scope = scope, .created = 1, .response = std::string(990, 'r'), .messages = "[]", .parent = "p"};
+    ASSERT_EQ(r.bytes(), 993u);
+    ASSERT_TRUE((*store)->save_response(id, r, budget).ok());
+  };
+  for (int i = 0; i < 4; ++i) put(fmt::format("a{}", i), "A");  // 3 of A fit its 3,000 bytes
+  EXPECT_FALSE((*(*store)->load_response("a0")).has_value());
+  EXPECT_EQ((*(*store)->load_response("a1"))->parent, "p");
+  for (int i = 0; i < 3; ++i) put(fmt::format("b{}", i), "B");  // 5 of all fit the 5,000
+  EXPECT_FALSE((*(*store)->load_response("a1")).has_value());
+  EXPECT_TRUE((*(*store)->load_response("a2")).has_value());
+  EXPECT_TRUE((*(*store)->load_response("b0")).has_value());
+  EXPECT_TRUE((*(*store)->load_response("b2")).has_value());
+}
+
+TEST(SessionStoreTest, RetentionRemovesOldSessionsThenAllButTheNewestWithTheirKeys) {
+  auto path = temp_db("retention.db");
+  auto store = SessionStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  for (int n = 0; n < 10; ++n) {  // last used at 200..209
+    ASSERT_TRUE((*store)->save(sample(fmt::format("s{}", n), n), {static_cast<uint64_t>(1000 + n)},
+                               {{{"ts", n}, {"level", "L1"}}}).ok());
+  }
+  ASSERT_TRUE((*store)->save_response("resp_old", {.scope = "open", .created = 150, .response = "{}", .messages = "[]"},
+                                      {.keep = 100}).ok());
+  ASSERT_TRUE((*store)->save_response("resp_new", {.scope = "open", .created = 205, .response = "{}", .messages = "[]"},
+                                      {.keep = 100}).ok());
+  auto removed = (*store)->prune(203, 0);  // by age: s0..s2 and the response made at 150
+  ASSERT_TRUE(removed.ok()) << removed.error().message();
+  EXPECT_EQ(*removed, 3u);
+  EXPECT_EQ(*(*store)->count(), 7u);
+  EXPECT_EQ(*(*store)->find_by_key(1002), std::nullopt);
+  EXPECT_FALSE((*(*store)->load_response("resp_old")).has_value());
+  EXPECT_TRUE((*(*store)->load_response("resp_new")).has_value());
+  removed = (*store)->prune(0, 4);  // by count: the four most recently used stay
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*removed, 3u);
+  EXPECT_EQ(*(*store)->count(), 4u);
+  EXPECT_FALSE((*(*store)->load("s5")).has_value());
+  EXPECT_TRUE((*(*store)->load("s6")).has_value());
+  EXPECT_EQ(*(*store)->find_by_key(1006), std::optional<std::string>("s6"));
+  EXPECT_TRUE((*store)->compactions("s5")->empty());
+  EXPECT_EQ(*(*store)->prune(0, 0), 0u);  // no bounds: nothing goes
+  EXPECT_EQ(*(*store)->count(), 4u);
+}
+
 TEST(SessionStoreTest, ResponsesAreKeptReopenedAndPrunedOldestFirst) {
   auto path = temp_db("responses.db");
   {
@@ -60,7 +111,7 @@ TEST(SessionStoreTest, ResponsesAreKeptReopenedAndPrunedOldestFirst) {
     for (int i = 1; i <= 5; ++i) {
       const StoredResponse r{.scope = "k1", .created = 1000 + i, .response = fmt::format("{{\"n\":{}}}", i),
                              .messages = "[]"};
-      ASSERT_TRUE((*store)->save_response(fmt::format("resp_{}", i), r, 3).ok());
+      ASSERT_TRUE((*store)->save_response(fmt::format("resp_{}", i), r, {.keep = 3}).ok());
     }
   }
   auto store = SessionStore::open(path);  // a restart

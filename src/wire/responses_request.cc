@@ -325,6 +325,7 @@ WireResult<ResponsesConversion> responses_to_chat(const ClientJson& request, con
                    c.ignored);
   KV_TRY(add_request_fields(top, c));
   if (previous_messages.is_array()) c.history = previous_messages;
+  c.previous_count = c.history.size();
   ItemNotes notes;
   KV_TRY(add_input(top, c.history, notes));
   c.has_images = notes.has_images;

@@ -61,6 +61,7 @@ struct ResponsesConversion {
   // request's input. Stored with output_to_chat_messages() of the answer under the
   // response's id, it is the previous_messages of a request that continues from it.
   nlohmann::json history = nlohmann::json::array();
+  size_t previous_count = 0;  // the first entries of `history` that were previous_messages
 };
 
 // `previous_messages`: a JSON array of chat messages (empty when there is no
