@@ -20,6 +20,11 @@ nlohmann::json ApiError::to_json() const {
   return {{"error", e}};
 }
 
+ApiError client_closed(std::string message) {
+  return {.status = kClientClosedStatus, .type = "server_error", .message = std::move(message),
+          .code = "client_closed_request"};
+}
+
 ApiError bad_request(std::string message, std::optional<std::string> param, std::string code) {
   return {.status = 400, .type = "invalid_request_error", .message = std::move(message), .param = std::move(param),
           .code = std::move(code)};

@@ -33,6 +33,12 @@ struct ApiError {
   std::string body() const { return util::json_text(to_json()); }
 };
 
+// The status of a request whose client closed its connection before the answer (nginx's 499):
+// logged and counted, never written (nobody is there to read it).
+inline constexpr int kClientClosedStatus = 499;
+ApiError client_closed(std::string message);
+inline bool client_left(const ApiError& error) { return error.status == kClientClosedStatus; }
+
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt,
                      std::string code = "invalid_value");
 ApiError unauthorized(std::string message);

@@ -268,7 +268,7 @@ ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const Client
   metrics_.add(fmt::format("admission_refused_total{{reason=\"{}\"}}", refusal.code()));
   ApiError e = too_many_requests(refusal.message, refusal.retry_after_s);
   e.code = refusal.code();
-  if (refusal.reason == Admission::Refusal::Reason::kClientGone) e.status = 499;
+  if (refusal.reason == Admission::Refusal::Reason::kClientGone) e.status = kClientClosedStatus;
   rec.status = e.status;
   rec.error_kind = refusal.code();
   return e;
@@ -286,7 +286,7 @@ ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
     case UpstreamFailure::kTimeout:
       return gateway_timeout(e.message);
     case UpstreamFailure::kCancelled:
-      return {.status = 499, .type = "server_error", .message = e.message, .code = "client_closed_request"};
+      return client_closed(e.message);
     case UpstreamFailure::kBroken:
       break;
   }
@@ -348,7 +348,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   auto ticket = admit(fmt::format("completion:{}", ++request_serial_), client_gone, rec);
   if (!ticket.ok()) {
     metrics_.record(rec);
-    if (ticket.error().status != 499) send_error(writer, ticket.error());
+    if (!client_left(ticket.error())) send_error(writer, ticket.error());
     return;
   }
   if (auto ready = wait_for_engine(client_gone); !ready.ok()) return send_error(writer, ready.error());

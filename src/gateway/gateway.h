@@ -329,7 +329,7 @@ class Gateway {
   // retry may go ahead.
   bool wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone);
   // A place with the engine for `key` (admission.h). On refusal the request record is filled
-  // and the error is the one to answer (status 499 when the client left: nothing to answer).
+  // and the error is the one to answer (client_left(): nothing to answer).
   ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone, RequestRecord& rec);
   // The engine answered (successfully or with an explained error): not failing.
   void engine_answered() { engine_errors_in_row_ = 0; }

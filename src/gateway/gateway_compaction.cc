@@ -189,7 +189,7 @@ void Gateway::compact_session(const HttpRequest& request, ResponseWriter& writer
   // The engine writes the summary: a place like any request's.
   auto ticket = admit(session->id, [&writer] { return writer.client_gone(); }, rec);
   if (!ticket.ok()) {
-    if (ticket.error().status != 499) send_error(writer, ticket.error());
+    if (!client_left(ticket.error())) send_error(writer, ticket.error());
     return;
   }
   std::unique_lock turn(session->turn);

@@ -45,7 +45,7 @@ void Turn::run() {
   if (auto prepared = prepare(); !prepared.ok()) return refuse(prepared.error(), "bad_request");
   if (g_.fatal_.fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
   if (auto placed = recognise(); !placed.ok()) {
-    if (placed.error().status != 499) out_.fail(placed.error());
+    if (!client_left(placed.error())) out_.fail(placed.error());
     return;
   }
   reconcile();
@@ -59,7 +59,7 @@ void Turn::refuse(const ApiError& error, const char* kind) {
   rec_.status = error.status;
   rec_.error_kind = kind;
   g_.metrics_.record(rec_);
-  if (error.status != 499) out_.fail(error);
+  if (!client_left(error)) out_.fail(error);
 }
 
 ApiStatus Turn::prepare() {

@@ -133,7 +133,7 @@ class Turn {
   void log_request(const ApiStatus& result) const;
 
   // Ends a turn refused before it took its place: the record, and the answer unless the
-  // client has gone (status 499).
+  // client has gone (client_left()).
   void refuse(const ApiError& error, const char* kind);
   std::string model_name() const;
 
