@@ -20,7 +20,7 @@ fi
 readonly GCC_VERSION="${KVGATE_CROSS_GCC_VERSION:-11}"
 packages=(
   "g++-$GCC_VERSION-aarch64-linux-gnu" qemu-user
-  libcpp-httplib-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libsqlite3-dev:arm64 libxxhash-dev:arm64 libzstd-dev:arm64
+  libcpp-httplib-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libsqlite3-dev:arm64 libxxhash-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64
   libgtest-dev:arm64 libgmock-dev:arm64
 )
 missing=()

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "http/content_coding.h"
 #include "http/host_allow.h"
 
 namespace kvgate::http {
@@ -76,6 +77,14 @@ void linger_before_close(int fd) {
     if (n <= 0) break;
     discarded += static_cast<size_t>(n);
   }
+}
+
+void answer_over_budget(int fd, uint64_t limit) {
+  answer_and_close(fd, 503,
+                   fmt::format("request bodies being received exceed kvgate's budget of {} bytes in flight; retry "
+                               "shortly",
+                               limit),
+                   {{"Retry-After", "2"}});
 }
 
 size_t unauthenticated_limit(const HttpServerOptions& o) {
@@ -339,7 +348,7 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
   ResponseWriter writer(c.fd, may_stay, http10);
   writer.set_head_only(h.request.method == "HEAD");
   c.hold.emplace(budget_);
-  if (read_body(c, h) == Step::kClose) {
+  if (read_body(c, h) == Step::kClose || decode_body(c, h) == Step::kClose) {
     c.hold.reset();
     return Step::kClose;
   }
@@ -358,11 +367,7 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
 HttpServer::Step HttpServer::read_body(Connection& c, ParsedHead& h) {
   if (h.body_kind == BodyKind::kNone) return Step::kNext;
   const auto over_budget = [&] {
-    answer_and_close(c.fd, 503,
-                     fmt::format("request bodies being received exceed kvgate's budget of {} bytes in flight; retry "
-                                 "shortly",
-                                 budget_.limit()),
-                     {{"Retry-After", "2"}});
+    answer_over_budget(c.fd, budget_.limit());
     return Step::kClose;
   };
   if (h.body_kind == BodyKind::kLength) {
@@ -424,6 +429,32 @@ HttpServer::Step HttpServer::read_body(Connection& c, ParsedHead& h) {
       answer_and_close(c.fd, 400, "malformed chunked request body: " + dec.error());
       return Step::kClose;
   }
+}
+
+// A body sent with Content-Encoding is decoded here, within the same size limit as a plain
+// one (content_coding.h), and handed on as if sent plain: the header is dropped.
+HttpServer::Step HttpServer::decode_body(Connection& c, ParsedHead& h) {
+  std::string encoding;
+  auto& headers = h.request.headers;
+  for (const auto& [name, value] : headers) {
+    if (name != "content-encoding") continue;
+    if (!encoding.empty()) encoding += ',';
+    encoding += value;
+  }
+  if (encoding.empty()) return Step::kNext;
+  const size_t sent = h.request.body.size();
+  auto decoded = decode_content(encoding, std::move(h.request.body), options_.max_body_bytes);
+  if (!decoded.ok()) {
+    answer_and_close(c.fd, decoded.error().status, decoded.error().message);
+    return Step::kClose;
+  }
+  h.request.body = std::move(decoded).value();
+  std::erase_if(headers, [](const auto& header) { return header.first == "content-encoding"; });
+  if (!c.hold->hold(sent + h.request.body.size())) {
+    answer_over_budget(c.fd, budget_.limit());
+    return Step::kClose;
+  }
+  return Step::kNext;
 }
 
 }  // namespace kvgate::http

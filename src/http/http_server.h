@@ -169,6 +169,7 @@ class HttpServer {
   bool wait_for_next_request(Connection& c);
   bool read_head(Connection& c, HeadParse& head);
   Step read_body(Connection& c, ParsedHead& h);
+  Step decode_body(Connection& c, ParsedHead& h);
   void reject_busy(int fd);
 
   HttpServerOptions options_;

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "testing/encoders.h"
+
 namespace kvgate::http {
 namespace {
 
@@ -169,6 +171,39 @@ TEST(HttpServerTest, StreamsChunksAndNoticesClientGone) {
   ::close(fd);
   EXPECT_TRUE(eventually([&] { return done.load(); }));
   EXPECT_TRUE(saw_gone.load());
+}
+
+TEST(HttpServerTest, CompressedBodiesReachTheHandlerDecodedAndWithinTheLimit) {
+  HttpServerOptions o;
+  o.max_body_bytes = 4096;
+  TestServer s(
+      [](const HttpRequest& r, ResponseWriter& w) {
+        w.send(200, {}, std::string(r.header("content-encoding") ? "encoded:" : "plain:") + r.body);
+      },
+      o);
+  const auto post = [&](std::string_view encoding, const std::string& body) {
+    const int fd = connect_to(s.port());
+    send_all(fd, "POST /v1/x HTTP/1.1\r\nHost: localhost\r\nContent-Encoding: " + std::string(encoding) +
+                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+    std::string r = read_until(fd, {}, 30000);
+    ::close(fd);
+    return r;
+  };
+  const std::string json = R"({"messages":[{"role":"user","content":"hi"}]})";
+  std::string ok = post("gzip", testing::gzip(json));
+  EXPECT_NE(ok.find("200 OK"), std::string::npos) << ok;
+  EXPECT_NE(ok.find("plain:" + json), std::string::npos) << ok;
+  // 1 MiB of one letter is about 1 KB as gzip: under the limit sent, over it decoded.
+  std::string bomb = post("gzip", testing::gzip(std::string(1 << 20, 'a')));
+  EXPECT_NE(bomb.find("413"), std::string::npos) << bomb;
+  EXPECT_NE(bomb.find("once gzip-decoded"), std::string::npos) << bomb;
+  std::string unknown = post("br", json);
+  EXPECT_NE(unknown.find("415"), std::string::npos) << unknown;
+  std::string corrupt = post("gzip", "not gzip at all");
+  EXPECT_NE(corrupt.find("400"), std::string::npos) << corrupt;
+  // None of them cost the next request anything.
+  EXPECT_NE(post("identity", json).find("plain:" + json), std::string::npos);
+  EXPECT_EQ(s.server->body_bytes_in_flight(), 0u);
 }
 
 TEST(HttpServerTest, ConnectionLimitAnswers503WhenEveryConnectionIsWorking) {
