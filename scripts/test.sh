@@ -4,7 +4,8 @@
 # then runs
 #   1. every unit test and the first tier's end-to-end tests, which run the real pinned
 #      llama-server (and an ik_llama.cpp build named by KVGATE_IK_SERVER) on synthesized models;
-#   2. the unit tests of the parsers and servers again under AddressSanitizer +
+#   2. the formatting check (scripts/lint.sh);
+#   3. the unit tests of the parsers and servers again under AddressSanitizer +
 #      UndefinedBehaviorSanitizer (CMake preset "asan", clang), skipped with KVGATE_SKIP_ASAN=1.
 # The second tier (scripts/test-long.sh) runs the rest: docs/TESTING.md lists what is where.
 # Each phase's wall time is printed at the end. Extra arguments are passed to ctest (e.g. -R Gguf).
@@ -20,6 +21,9 @@ source scripts/build-env.sh
 jobs=$(nproc)
 phase "unit and end-to-end tests (ctest -L 'unit|e2e|faults')"
 ctest --test-dir build --output-on-failure -j "$jobs" -L '^(unit|e2e|faults)$' "$@"
+
+phase "formatting (scripts/lint.sh)"
+scripts/lint.sh
 
 if [[ "${KVGATE_SKIP_ASAN:-0}" != 1 ]]; then
   phase "asan build: the parsers' and servers' unit tests"

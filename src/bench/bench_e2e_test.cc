@@ -15,6 +15,7 @@
 #include "gguf/synth.h"
 #include "testing/engine_e2e.h"
 #include "testing/engines_under_test.h"
+#include "testing/paths.h"
 #include "util/log.h"
 
 namespace kvgate::bench {
@@ -127,7 +128,7 @@ TEST_F(BenchE2eTest, PrefillMeasuresExactlyTheSizesAskedWithoutCache) {
 }
 
 TEST_F(BenchE2eTest, ReplayDirectVsGatewayOnASmallContext) {
-  auto trace = load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 6);
+  auto trace = load_trace(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 6);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   constexpr uint64_t kContext = 4096;
   ReplayOptions o;

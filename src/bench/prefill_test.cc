@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
+#include "testing/paths.h"
 
 namespace kvgate::bench {
 namespace {
@@ -68,7 +69,7 @@ TEST(PrefillTest, SummaryTakesMediansPerSize) {
 }
 
 TEST(PrefillTest, LoadsASummaryForTheStatusPage) {
-  auto s = load_prefill_summary(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/bench/prefill-cliff.json");
+  auto s = load_prefill_summary(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/bench/prefill-cliff.json");
   ASSERT_TRUE(s.ok()) << s.error().message();
   ASSERT_EQ((*s)["points"].size(), 4u);
   EXPECT_EQ((*s)["points"][3]["tokens"], 32768);
@@ -79,7 +80,7 @@ TEST(PrefillTest, LoadsASummaryForTheStatusPage) {
   auto missing = load_prefill_summary("/nonexistent/prefill.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("/nonexistent/prefill.json"), std::string::npos);
-  const std::string other = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/README.md";
+  const std::string other = std::string(kvgate::testing::source_dir()) + "/tests/fixtures/device/README.md";
   auto not_json = load_prefill_summary(other);
   ASSERT_FALSE(not_json.ok());
   EXPECT_NE(not_json.error().message().find("not the prefill.json"), std::string::npos);

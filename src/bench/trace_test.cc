@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include "testing/paths.h"
 
 namespace kvgate::bench {
 namespace {
@@ -56,7 +57,7 @@ TEST(TraceTest, ErrorsNameTheLine) {
 
 TEST(TraceTest, SharedTracesGrowTurnByTurn) {
   for (const char* name : {"agent-timestamp.jsonl.zst", "agent-zh-reasoning.jsonl.zst"}) {
-    auto t = load_trace(std::filesystem::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces" / name);
+    auto t = load_trace(std::filesystem::path(kvgate::testing::source_dir()) / "tests/fixtures/traces" / name);
     ASSERT_TRUE(t.ok()) << t.error().message();
     EXPECT_EQ(t->turns.size(), 40U) << name;
     EXPECT_EQ(t->meta["turns"], 40) << name;

@@ -26,6 +26,7 @@
 #include "testing/engine_e2e.h"
 #include "testing/engines_under_test.h"
 #include "testing/gateway_e2e.h"
+#include "testing/paths.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
@@ -37,7 +38,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const fs::path kAgents = fs::path(KVGATE_SOURCE_DIR) / "tests" / "agents";
+const fs::path kAgents = fs::path(kvgate::testing::source_dir()) / "tests" / "agents";
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "testing/engines_under_test.h"
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -24,7 +25,7 @@ struct Ran {
 };
 
 Ran kvgate(std::vector<std::string> args, std::chrono::seconds timeout = std::chrono::seconds(240)) {
-  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
+  std::vector<std::string> argv = {std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate"};
   argv.insert(argv.end(), args.begin(), args.end());
   Ran r;
   std::mutex mu;
@@ -80,7 +81,7 @@ TEST_F(BenchCliE2eTest, Prefill) {
 
 TEST_F(BenchCliE2eTest, Replay) {
   const auto out = dir_ / "replay";
-  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
+  const std::string trace = std::string(kvgate::testing::source_dir()) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
   const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "8k", "--turns", "3",
                         "--plain-words", "--max-tokens", "4", "--live", "--engine-args",
                         "-t " + testing::engine_threads(), "--out", out.string()});
@@ -104,7 +105,7 @@ TEST_F(BenchCliE2eTest, Replay) {
 // is served from the conversation's saved state; straight to the engine it is prefilled again.
 TEST_F(BenchCliE2eTest, ReplayWithRestarts) {
   const auto out = dir_ / "replay-restarts";
-  const std::string trace = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
+  const std::string trace = std::string(kvgate::testing::source_dir()) + "/tests/fixtures/traces/agent-zh-reasoning.jsonl.zst";
   const Ran r = kvgate({"bench", "replay", trace, "--model", model_, "--ctx", "16k", "--turns", "5",
                         "--restart-every", "2", "--plain-words", "--max-tokens", "4", "--live",
                         "--engine-args", "-t " + testing::engine_threads(), "--out", out.string()});

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "testing/cli_test_support.h"
+#include "testing/paths.h"
 
 namespace kvgate::cli {
 namespace {
@@ -17,10 +18,10 @@ using nlohmann::json;
 Ran kvgate(const std::vector<std::string>& args) { return testing::run_kvgate(args); }
 
 std::string tree(const std::string& name) {
-  return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/" + name;
+  return std::string(kvgate::testing::source_dir()) + "/tests/fixtures/device/" + name;
 }
 std::string log_fixture(const std::string& name) {
-  return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/logs/" + name;
+  return std::string(kvgate::testing::source_dir()) + "/tests/fixtures/logs/" + name;
 }
 
 bool has(const Ran& r, std::string_view text) { return r.output.find(text) != std::string::npos; }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "testing/cli_test_support.h"
+#include "testing/paths.h"
 
 namespace kvgate::cli {
 namespace {
@@ -40,7 +41,7 @@ void write(const fs::path& p, std::string_view text) {
 }
 
 std::string fixture(std::string_view name) {
-  return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/device/" + std::string(name);
+  return std::string(kvgate::testing::source_dir()) + "/tests/fixtures/device/" + std::string(name);
 }
 
 // The CPUs this test may use: what the command assumes for a device tree without a CPU list.

@@ -16,6 +16,7 @@
 #include "engine/startup_log.h"
 #include "testing/engine_e2e.h"
 #include "testing/engines_under_test.h"
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::cli {
@@ -29,7 +30,7 @@ struct Ran {
 };
 
 Ran kvgate(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"};
+  std::vector<std::string> argv = {std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate"};
   argv.insert(argv.end(), args.begin(), args.end());
   Ran r;
   std::mutex mu;

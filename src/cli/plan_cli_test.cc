@@ -12,6 +12,7 @@
 
 #include "gguf/synth.h"
 #include "testing/cli_test_support.h"
+#include "testing/paths.h"
 
 namespace kvgate::cli {
 namespace {
@@ -28,7 +29,7 @@ json parse(const Ran& r) {
   return j;
 }
 
-std::string fixture(const std::string& name) { return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/logs/" + name; }
+std::string fixture(const std::string& name) { return std::string(kvgate::testing::source_dir()) + "/tests/fixtures/logs/" + name; }
 
 class PlanCliTest : public ::testing::Test {
  protected:

@@ -22,6 +22,7 @@
 #include "plan/chat_template.h"
 #include "testing/engines_under_test.h"
 #include "testing/filtering_proxy.h"
+#include "testing/paths.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/private_files.h"
@@ -136,7 +137,7 @@ class ServeE2eTest : public ::testing::Test {
 };
 
 TEST_F(ServeE2eTest, ATraceThroughServeRecomputesNoMoreThanThroughUp) {
-  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 12);
+  auto trace = bench::load_trace(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 12);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   const uint16_t engine_port = free_port();
   start_engine(engine_port, true);

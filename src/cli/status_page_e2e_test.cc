@@ -24,6 +24,7 @@
 #include "gguf/synth.h"
 #include "testing/engines_under_test.h"
 #include "testing/eventually.h"
+#include "testing/paths.h"
 #include "testing/up_test_support.h"
 #include "util/net.h"
 #include "util/subprocess.h"
@@ -108,7 +109,7 @@ class StatusPageE2eTest : public ::testing::Test {
   }
 
   static std::string prefill_fixture() {
-    return std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/bench/prefill-cliff.json";
+    return std::string(kvgate::testing::source_dir()) + "/tests/fixtures/bench/prefill-cliff.json";
   }
   static std::string url(const std::string& path) { return fmt::format("http://127.0.0.1:{}{}", port_, path); }
 
@@ -161,7 +162,7 @@ class StatusPageE2eTest : public ::testing::Test {
 };
 
 TEST_F(StatusPageE2eTest, PanelsShowWhatTheStatusSaysWhileATraceReplays) {
-  auto trace = bench::load_trace(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 8);
+  auto trace = bench::load_trace(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/traces/agent-timestamp.jsonl.zst", 8);
   ASSERT_TRUE(trace.ok()) << trace.error().message();
   std::atomic<int> failed{0};
   std::atomic<int> sent{0};

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "testing/cli_test_support.h"
+#include "testing/paths.h"
 
 namespace kvgate::cli {
 namespace {
@@ -16,7 +17,7 @@ using testing::Ran;
 
 namespace fs = std::filesystem;
 
-const std::string kKvgate = std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate";
+const std::string kKvgate = std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate";
 
 // Runs a command line; this build's kvgate through testing::run_kvgate (behind the emulator of
 // a cross build).

@@ -24,6 +24,7 @@
 #include "gguf/file.h"
 #include "gguf/synth.h"
 #include "testing/engines_under_test.h"
+#include "testing/paths.h"
 #include "util/net.h"
 #include "util/subprocess.h"
 
@@ -33,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kKvgate = std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate";
+const std::string kKvgate = std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate";
 
 bool process_exists(pid_t pid) {
   std::ifstream stat(fmt::format("/proc/{}/stat", pid));

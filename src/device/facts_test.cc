@@ -11,6 +11,7 @@
 
 #include "device/jetson.h"
 #include "device/tree.h"
+#include "testing/paths.h"
 
 namespace kvgate::device {
 namespace {
@@ -21,7 +22,7 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
 
 fs::path fixture(const std::string& name) {
-  return fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/device" / name;
+  return fs::path(kvgate::testing::source_dir()) / "tests/fixtures/device" / name;
 }
 
 std::string slurp(const fs::path& p) {

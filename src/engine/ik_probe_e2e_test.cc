@@ -10,6 +10,7 @@
 #include "engine/probe.h"
 #include "plan/launch_args.h"
 #include "testing/engines_under_test.h"
+#include "testing/paths.h"
 
 namespace kvgate::engine {
 namespace {
@@ -40,7 +41,7 @@ TEST(IkProbeE2eTest, RealBuildMatchesTheRecordedFixture) {
   auto rec = record_probes(*ik, runner);
   ASSERT_TRUE(rec.ok()) << rec.error().message();
   const plan::ProbeRecord fresh = neutral(*rec);
-  std::ifstream in(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/ik/probes.txt");
+  std::ifstream in(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/probes.txt");
   std::stringstream ss;
   ss << in.rdbuf();
   auto fixture = plan::parse_probe_record(ss.str());

@@ -8,12 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "engine/startup_log.h"
+#include "testing/paths.h"
 
 namespace kvgate::engine {
 namespace {
 
 std::string ik_fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/ik/" + name);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/ik/" + name);
   EXPECT_TRUE(in.good()) << name;
   std::stringstream ss;
   ss << in.rdbuf();

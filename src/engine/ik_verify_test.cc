@@ -10,13 +10,14 @@
 
 #include "engine/verify.h"
 #include "gguf/synth.h"
+#include "testing/paths.h"
 #include "testing/test_models.h"
 
 namespace kvgate::engine {
 namespace {
 
 StartupFacts recorded(const std::string& dir, const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + dir + "/" + name);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/" + dir + "/" + name);
   EXPECT_TRUE(in.good()) << name;
   std::stringstream ss;
   ss << in.rdbuf();

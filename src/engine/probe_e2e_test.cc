@@ -9,6 +9,7 @@
 #include "engine/pinned.h"
 #include "engine/probe.h"
 #include "plan/launch_args.h"
+#include "testing/paths.h"
 
 namespace kvgate::engine {
 namespace {
@@ -23,7 +24,7 @@ TEST(ProbeE2eTest, PinnedEngineMatchesTheRecordedFixture) {
   SubprocessProbeRunner runner;
   auto rec = record_probes(*bin, runner);
   ASSERT_TRUE(rec.ok()) << rec.error().message();
-  std::ifstream in(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/mainline/probes.txt");
+  std::ifstream in(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/mainline/probes.txt");
   std::stringstream ss;
   ss << in.rdbuf();
   auto fixture = plan::parse_probe_record(ss.str());

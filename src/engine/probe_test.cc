@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plan/launch_args.h"
+#include "testing/paths.h"
 
 namespace kvgate::engine {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 plan::ProbeRecord ik_record() {
-  std::ifstream in(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/ik/probes.txt");
+  std::ifstream in(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/probes.txt");
   std::stringstream ss;
   ss << in.rdbuf();
   auto rec = plan::parse_probe_record(ss.str());
@@ -60,7 +61,7 @@ class ProbeTest : public ::testing::Test {
     // Only its path, mtime and size matter: the ReplayRunner answers for it, it never runs.
     std::ofstream(bin()) << "#!/bin/sh\necho 'a stand-in for the recorded ik build: never run' >&2\nexit 1\n";
     fs::permissions(bin(), fs::perms::owner_all);
-    fs::copy_file(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/ik/help.txt", dir_ / "bin/help.txt");
+    fs::copy_file(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/help.txt", dir_ / "bin/help.txt");
   }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path bin() const { return dir_ / "bin/llama-server"; }

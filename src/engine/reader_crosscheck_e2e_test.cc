@@ -12,6 +12,7 @@
 #include "engine/pinned.h"
 #include "gguf/file.h"
 #include "gguf/synth.h"
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::engine {
@@ -20,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 Result<json> independent_dump(const std::filesystem::path& file) {
-  const std::string script = std::string(KVGATE_SOURCE_DIR) + "/tests/npm/gguf_dump.mjs";
+  const std::string script = std::string(kvgate::testing::source_dir()) + "/tests/npm/gguf_dump.mjs";
   std::string out;
   std::mutex mu;
   KV_ASSIGN_OR_RETURN(auto proc, util::Subprocess::spawn({.argv = {"/usr/bin/env", "node", script, file.string()},

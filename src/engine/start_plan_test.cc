@@ -7,6 +7,7 @@
 #include "gguf/synth.h"
 #include "plan/engine_choices.h"
 #include "plan/engine_quirks.h"
+#include "testing/paths.h"
 #include "testing/probe_fixtures.h"
 #include "testing/test_models.h"
 
@@ -16,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 device::Facts fixture_device(const std::string& name) {
-  return device::read_facts(fs::path(KVGATE_SOURCE_DIR) / "tests/fixtures/device" / name, std::nullopt);
+  return device::read_facts(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/device" / name, std::nullopt);
 }
 
 plan::ModelDescriptor model(const std::string& preset) {

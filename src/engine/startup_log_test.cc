@@ -5,12 +5,13 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include "testing/paths.h"
 
 namespace kvgate::engine {
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/logs/" + name);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/logs/" + name);
   EXPECT_TRUE(in.good()) << name;
   std::stringstream ss;
   ss << in.rdbuf();

@@ -8,13 +8,14 @@
 
 #include "gguf/synth.h"
 #include "plan/model_desc.h"
+#include "testing/paths.h"
 #include "testing/test_models.h"
 
 namespace kvgate::engine {
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/logs/" + name);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/logs/" + name);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -3,13 +3,12 @@
 // clears a slot another key's content is in, slot_tenants.h), while a key continuing its
 // own conversation keeps its cache hits. The engine is started as `kvgate up` starts it with
 // several keys (--cache-ram 0: cli/up_options.cc keep_keys_apart) and with saved states.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "bench/engine_queries.h"
 #include "testing/gateway_e2e.h"
@@ -31,7 +30,9 @@ std::string secret_prompt(uint32_t seed, size_t words) {
   return text;
 }
 
-json msg(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+json msg(const std::string& role, const std::string& content) {
+  return {{"role", role}, {"content", content}};
+}
 
 struct Figures {
   int status = 0;
@@ -65,7 +66,9 @@ class CacheOracleE2eTest : public ::testing::Test {
   // saved into a folder of its own (as `kvgate up` with several keys).
   static std::unique_ptr<Engine> start_engine(const std::string& name) {
     fs::create_directories(dir_ / name);
-    return Engine::start({.context = 8192, .slots = 1, .args = {"--cache-ram", "0", "--slot-save-path", (dir_ / name).string()}});
+    return Engine::start({.context = 8192,
+                          .slots = 1,
+                          .args = {"--cache-ram", "0", "--slot-save-path", (dir_ / name).string()}});
   }
   static std::unique_ptr<Front> front(const std::string& name) {
     GatewayOptions o;
@@ -78,7 +81,8 @@ class CacheOracleE2eTest : public ::testing::Test {
   }
   static Figures chat(Front& f, const std::string& key, const json& messages) {
     auto c = f.client();
-    auto a = post_json(c, "/v1/chat/completions", testing::plain_chat(messages, 4), {{"Authorization", "Bearer " + key}});
+    auto a = post_json(c, "/v1/chat/completions", testing::plain_chat(messages, 4),
+                       {{"Authorization", "Bearer " + key}});
     Figures out{.status = a.status};
     if (a.status != 200) return out;
     out.prompt = a.body["usage"]["prompt_tokens"];
@@ -129,8 +133,8 @@ TEST_F(CacheOracleE2eTest, AnotherKeySendingAKeysPromptReusesNothingOfItAndTheKe
   const auto after = counters(*engine_);
   ASSERT_EQ(b.status, 200);
   EXPECT_EQ(b.prompt, baseline.prompt);
-  EXPECT_EQ(b.cached, baseline.cached) << "key B reused " << b.cached << " of " << b.prompt
-                                       << " tokens that key A sent";
+  EXPECT_EQ(b.cached, baseline.cached)
+      << "key B reused " << b.cached << " of " << b.prompt << " tokens that key A sent";
   EXPECT_EQ(after.processed - before.processed, static_cast<double>(b.prompt - baseline.cached))
       << "the engine's own count of prompt tokens it computed for key B";
   if (after.cached_known) {
@@ -147,7 +151,8 @@ TEST_F(CacheOracleE2eTest, AnotherKeySendingAKeysPromptReusesNothingOfItAndTheKe
   auto c = f->client();
   auto metrics = c.Get("/metrics", {{"Authorization", "Bearer key-a"}});
   ASSERT_TRUE(metrics && metrics->status == 200);
-  EXPECT_NE(metrics->body.find("kvgate_slot_clears_total{how=\"erase\"}"), std::string::npos) << "B's slot was cleared";
+  EXPECT_NE(metrics->body.find("kvgate_slot_clears_total{how=\"erase\"}"), std::string::npos)
+      << "B's slot was cleared";
 }
 
 // A raw completion names its slot itself (id_slot) or lets the engine pick the one whose cache
@@ -156,7 +161,10 @@ TEST_F(CacheOracleE2eTest, ARawCompletionOfAnotherKeyReusesNothingEvenNamingTheS
   auto f = front("main");
   auto c = f->client();
   const std::string prompt = secret_prompt(43, 200);
-  const json body = {{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}, {"id_slot", 0},
+  const json body = {{"prompt", prompt},
+                     {"max_tokens", 1},
+                     {"temperature", 0},
+                     {"id_slot", 0},
                      {"logit_bias", testing::plain_chat(json::array())["logit_bias"]}};
   auto first = post_json(c, "/v1/completions", body, {{"Authorization", "Bearer key-a"}});
   ASSERT_EQ(first.status, 200) << first.raw.substr(0, 300);
@@ -165,7 +173,8 @@ TEST_F(CacheOracleE2eTest, ARawCompletionOfAnotherKeyReusesNothingEvenNamingTheS
   ASSERT_EQ(again.status, 200);
   const auto before = counters(*engine_);
   // Key A's own repeat reuses its prompt (so the check below can fail).
-  EXPECT_LT(before.processed - own.processed, static_cast<double>(again.body["usage"]["prompt_tokens"].get<uint64_t>()) / 2);
+  EXPECT_LT(before.processed - own.processed,
+            static_cast<double>(again.body["usage"]["prompt_tokens"].get<uint64_t>()) / 2);
   auto other = post_json(c, "/v1/completions", body, {{"Authorization", "Bearer key-b"}});
   const auto after = counters(*engine_);
   ASSERT_EQ(other.status, 200);

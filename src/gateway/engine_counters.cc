@@ -38,7 +38,8 @@ std::optional<EngineCounters> parse_engine_counters(std::string_view text) {
 }
 
 std::optional<EngineCounters> counters_growth(const EngineCounters& a, const EngineCounters& b) {
-  if (b.prompt_computed < a.prompt_computed || b.prompt_cached < a.prompt_cached || b.generated < a.generated) {
+  if (b.prompt_computed < a.prompt_computed || b.prompt_cached < a.prompt_cached ||
+      b.generated < a.generated) {
     return std::nullopt;
   }
   return EngineCounters{.prompt_computed = b.prompt_computed - a.prompt_computed,

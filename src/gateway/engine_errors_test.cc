@@ -9,6 +9,7 @@
 #include "gateway/finish_reason.h"
 #include "gateway/reply.h"
 #include "gateway/slot_listing.h"
+#include "testing/paths.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -27,7 +28,7 @@ constexpr const char* kMainlineOverflow =
 
 // tests/fixtures/ik/error-*.json, recorded from the real build (scripts/record-ik-fixtures.sh).
 std::string ik_fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/ik/error-" + name + ".json", std::ios::binary);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/ik/error-" + name + ".json", std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

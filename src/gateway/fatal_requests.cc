@@ -4,7 +4,9 @@
 
 namespace kvgate::gateway {
 
-uint64_t FatalRequests::digest(std::string_view body_text) { return XXH3_64bits(body_text.data(), body_text.size()); }
+uint64_t FatalRequests::digest(std::string_view body_text) {
+  return XXH3_64bits(body_text.data(), body_text.size());
+}
 
 FatalRequests::InFlight& FatalRequests::InFlight::operator=(InFlight&& o) noexcept {
   if (this != &o) {
@@ -60,13 +62,16 @@ bool FatalRequests::fatal(uint64_t digest) const {
 ApiError fatal_request_error(bool resent) {
   if (resent) {
     return bad_request(
-        "an identical request was with the engine when it died or hung and was restarted; kvgate does not send it "
+        "an identical request was with the engine when it died or hung and was restarted; kvgate does not "
+        "send it "
         "again. Make it cheaper for the engine (a smaller schema or grammar, fewer tools, a shorter prompt)",
         std::nullopt, "request_stopped_engine");
   }
   ApiError e = bad_gateway(
-      "the engine died or hung while working on this request and was restarted; kvgate does not send this request "
-      "again, nor identical ones. Make it cheaper for the engine (a smaller schema or grammar, fewer tools, a "
+      "the engine died or hung while working on this request and was restarted; kvgate does not send this "
+      "request "
+      "again, nor identical ones. Make it cheaper for the engine (a smaller schema or grammar, fewer tools, "
+      "a "
       "shorter prompt)");
   e.code = "request_stopped_engine";
   return e;

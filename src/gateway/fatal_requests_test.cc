@@ -19,7 +19,8 @@ TEST(FatalRequestsTest, ARequestAloneWithAnEngineThatHungIsFatalAtOnce) {
 
 TEST(FatalRequestsTest, RequestsInFlightTogetherNeedTwoLossesAndReleasedOnesNone) {
   FatalRequests f;
-  const uint64_t a = FatalRequests::digest("a"), b = FatalRequests::digest("b"), c = FatalRequests::digest("c");
+  const uint64_t a = FatalRequests::digest("a"), b = FatalRequests::digest("b"),
+                 c = FatalRequests::digest("c");
   auto ta = f.enter(a);
   auto tb = f.enter(b);
   { auto tc = f.enter(c); }  // answered before the loss

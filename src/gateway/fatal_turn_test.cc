@@ -21,21 +21,21 @@ class LosingUpstream : public ScriptedUpstream {
   bool hung = true;  // how the engine is lost: killed as a zombie, or died
   std::atomic<int> chat_calls{0};
 
-  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
-                                        std::chrono::milliseconds timeout, CancelScope* cancel) override {
-    if (path == "/v1/chat/completions") {
+  EngineEndpoint endpoint() override { return {.port = static_cast<uint16_t>(port_.load())}; }
+
+ private:
+  UpstreamResult<UpstreamResponse> answer(const Request& request) override {
+    if (request.path == "/v1/chat/completions") {
       ++chat_calls;
-      if (body.find("\"grammar\"") != std::string::npos) {
+      if (request.body.find("\"grammar\"") != std::string::npos) {
         ++port_;
         gateway->on_engine_restart(hung);
         return UpstreamError{.kind = UpstreamFailure::kBroken, .message = "connection reset"};
       }
     }
-    return ScriptedUpstream::call(method, path, body, timeout, cancel);
+    return ScriptedUpstream::answer(request);
   }
-  EngineEndpoint endpoint() override { return {.port = static_cast<uint16_t>(port_.load())}; }
 
- private:
   std::atomic<int> port_{1};
 };
 
@@ -66,7 +66,8 @@ TEST(FatalTurnTest, ARequestThatTookTheEngineDownIsNotSentAgainNorItsResends) {
   options.wait_for_engine = std::chrono::seconds(5);
   Gateway gateway(std::move(options), upstream);
   upstream->gateway = &gateway;
-  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"grammar", "root ::= \"x\""}};
+  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                       {"grammar", "root ::= \"x\""}};
   auto turn = [&](const json& body) {
     Output out;
     gateway.run_turn({.body = body, .scope = "open"}, out);
@@ -98,7 +99,8 @@ TEST(FatalTurnTest, ARequestWhoseEngineDiedIsSentOnceMoreThenNoMore) {
   options.wait_for_engine = std::chrono::seconds(5);
   Gateway gateway(std::move(options), upstream);
   upstream->gateway = &gateway;
-  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"grammar", "root ::= \"x\""}};
+  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                       {"grammar", "root ::= \"x\""}};
   Output first;
   gateway.run_turn({.body = killer, .scope = "open"}, first);
   EXPECT_EQ(first.status, 502);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "testing/gateway_e2e.h"
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::gateway {
@@ -24,7 +25,7 @@ class OpenAiClientE2eTest : public ::testing::Test {
   }
 
   static json run(const std::string& scenario) {
-    const std::string script = std::string(KVGATE_SOURCE_DIR) + "/tests/npm/openai_client.mjs";
+    const std::string script = std::string(kvgate::testing::source_dir()) + "/tests/npm/openai_client.mjs";
     std::string out;
     std::mutex mu;
     auto proc = util::Subprocess::spawn(

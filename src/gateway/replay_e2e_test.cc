@@ -10,6 +10,7 @@
 #include "bench/trace.h"
 #include "testing/fork_param.h"
 #include "testing/gateway_e2e.h"
+#include "testing/paths.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -19,7 +20,7 @@ using testing::Engine;
 using testing::Front;
 
 std::vector<json> load_trace(const std::string& name, size_t turns) {
-  const std::string path = std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/traces/" + name + ".zst";
+  const std::string path = std::string(kvgate::testing::source_dir()) + "/tests/fixtures/traces/" + name + ".zst";
   auto trace = bench::load_trace(path, turns);
   if (!trace.ok()) ADD_FAILURE() << trace.error().message();
   return trace.ok() ? std::move(trace->turns) : std::vector<json>{};

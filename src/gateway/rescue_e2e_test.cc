@@ -14,6 +14,7 @@
 #include "rescue/relaxed_json.h"
 #include "rescue/tool_call_parse.h"
 #include "testing/gateway_e2e.h"
+#include "testing/paths.h"
 
 namespace kvgate::gateway {
 
@@ -29,7 +30,7 @@ using nlohmann::json;
 using testing::Engine;
 namespace fs = std::filesystem;
 
-const fs::path kSource(KVGATE_SOURCE_DIR);
+const fs::path kSource(kvgate::testing::source_dir());
 
 class RescueE2eTest : public ::testing::Test {
  protected:

@@ -91,9 +91,10 @@ bool SilenceWatch::check(Clock::time_point now) {
     if (work && last_work_ && *work > *last_work_) {
       last_progress_ = now;
       if (on_progress_) {
-        on_progress_(fmt::format("the engine is working: slot {} did {} tokens of work since the last look (its "
-                                 "output is held back meanwhile)",
-                                 slot_, *work - *last_work_));
+        on_progress_(
+            fmt::format("the engine is working: slot {} did {} tokens of work since the last look (its "
+                        "output is held back meanwhile)",
+                        slot_, *work - *last_work_));
       }
     }
     last_work_ = work;

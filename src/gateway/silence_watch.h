@@ -46,8 +46,8 @@ struct SilenceWatchOptions {
 
 class SilenceWatch {
  public:
-  SilenceWatch(Upstream& upstream, int slot, CancelScope& turn, CancelScope& attempt, SilenceWatchOptions options,
-               std::function<void(std::string)> on_progress);
+  SilenceWatch(Upstream& upstream, int slot, CancelScope& turn, CancelScope& attempt,
+               SilenceWatchOptions options, std::function<void(std::string)> on_progress);
   ~SilenceWatch();
   SilenceWatch(const SilenceWatch&) = delete;
   SilenceWatch& operator=(const SilenceWatch&) = delete;

@@ -1,9 +1,9 @@
 #include "gateway/silence_watch.h"
 
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "gateway/engine_counters.h"
 #include "gateway/model_id.h"
@@ -22,13 +22,15 @@ class SilentEngine : public Upstream {
                                         std::chrono::milliseconds, CancelScope*) override {
     if (path != "/slots" || !has_slots) return UpstreamResponse{.status = 404, .body = ""};
     if (working) decoded += 7;
-    json slots = json::array({{{"id", 1}, {"next_token", json::array({{{"n_decoded", 999}}})}},
-                              {{"id", 0}, {"n_prompt_tokens_processed", 40},
-                               {"next_token", json::array({{{"n_decoded", decoded.load()}, {"n_remain", -1}}})}}});
+    json slots =
+        json::array({{{"id", 1}, {"next_token", json::array({{{"n_decoded", 999}}})}},
+                     {{"id", 0},
+                      {"n_prompt_tokens_processed", 40},
+                      {"next_token", json::array({{{"n_decoded", decoded.load()}, {"n_remain", -1}}})}}});
     return UpstreamResponse{.status = 200, .body = slots.dump()};
   }
-  UpstreamResult<int> stream(const std::string&, const std::string&, const StreamHandlers&, std::chrono::milliseconds,
-                             CancelScope*) override {
+  UpstreamResult<int> stream(const std::string&, const std::string&, const StreamHandlers&,
+                             std::chrono::milliseconds, CancelScope*) override {
     return 200;
   }
   EngineEndpoint endpoint() override { return {}; }
@@ -84,8 +86,9 @@ TEST(SilenceWatchTest, AnEngineThatSpeaksIsNeverPolledAndALeavingClientCancelsTh
 }
 
 TEST(SilenceWatchTest, SlotWorkIsTheSlotsPromptAndDecodedTokens) {
-  const json slots = json::array({{{"id", 0}, {"n_prompt_tokens_processed", 40}, {"next_token", json::array({{{"n_decoded", 5}}})}},
-                                  {{"id", 2}, {"next_token", {{"n_decoded", 9}}}}});  // ik: one object
+  const json slots = json::array(
+      {{{"id", 0}, {"n_prompt_tokens_processed", 40}, {"next_token", json::array({{{"n_decoded", 5}}})}},
+       {{"id", 2}, {"next_token", {{"n_decoded", 9}}}}});  // ik: one object
   EXPECT_EQ(slot_work(slots, 0), 45u);
   EXPECT_EQ(slot_work(slots, 2), 9u);
   EXPECT_EQ(slot_work(slots, 1), std::nullopt);
@@ -102,8 +105,9 @@ TEST(EngineCountersTest, TheGrowthOfTheEnginesCounters) {
   EXPECT_EQ(a->prompt_cached, 828u);
   EXPECT_EQ(a->generated, 168u);
   EXPECT_TRUE(a->cached_known);
-  const auto b = parse_engine_counters("llamacpp:prompt_tokens_total 273\nllamacpp:prompt_tokens_cached_total 840\n"
-                                       "llamacpp:tokens_predicted_total 192\n");
+  const auto b = parse_engine_counters(
+      "llamacpp:prompt_tokens_total 273\nllamacpp:prompt_tokens_cached_total 840\n"
+      "llamacpp:tokens_predicted_total 192\n");
   const auto g = counters_growth(*a, *b);
   ASSERT_TRUE(g);
   EXPECT_EQ(g->prompt_computed, 128u);

@@ -35,8 +35,8 @@ Result<SlotClear> clear_slot(Upstream& upstream, int slot) {
   if (erased.ok() && erased->status == 200) return SlotClear::kErased;
   // No slot actions on this engine: one token evaluated from position 0 replaces the slot's
   // content (cache_prompt false: nothing of it is reused).
-  const json overwrite = {{"prompt", " "}, {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", false},
-                          {"temperature", 0}};
+  const json overwrite = {
+      {"prompt", " "}, {"n_predict", 1}, {"id_slot", slot}, {"cache_prompt", false}, {"temperature", 0}};
   auto written = upstream.call("POST", "/completion", util::json_text(overwrite), kTimeout);
   if (written.ok() && written->status == 200) return SlotClear::kOverwritten;
   const std::string why = !written.ok() ? written.error().message

@@ -1,7 +1,6 @@
 #include "gateway/slot_tenants.h"
 
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "testing/upstream_double.h"
@@ -41,14 +40,16 @@ TEST(SlotTenantsTest, OneScopeHasNothingToKeepApart) {
 // `completion_status`, recording what it was asked.
 class SlotEngine : public testing::UpstreamDouble {
  public:
-  SlotEngine(int erase_status, int completion_status) : erase_(erase_status), completion_(completion_status) {}
+  SlotEngine(int erase_status, int completion_status)
+      : erase_(erase_status), completion_(completion_status) {}
   EngineEndpoint endpoint() override { return {.available = true}; }
 
  private:
   UpstreamResult<UpstreamResponse> answer(const Request& r) override {
     const int status = r.path.starts_with("/slots/") ? erase_ : completion_;
     if (status == 0) return UpstreamError{.kind = UpstreamFailure::kConnect, .message = "connection refused"};
-    return UpstreamResponse{.status = status, .body = status == 200 ? "{}" : "{\"error\":{\"message\":\"no\"}}"};
+    return UpstreamResponse{.status = status,
+                            .body = status == 200 ? "{}" : "{\"error\":{\"message\":\"no\"}}"};
   }
   int erase_, completion_;
 };

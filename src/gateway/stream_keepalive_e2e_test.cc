@@ -2,12 +2,11 @@
 // accept, go out at the configured interval before the engine's first token — SSE comments
 // on chat completions and Responses, `ping` events on Anthropic Messages. On the real engine,
 // with a prompt whose prefill spans several (short) intervals.
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <string>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "http/sse.h"
 #include "testing/gateway_e2e.h"
@@ -42,7 +41,8 @@ class StreamKeepaliveE2eTest : public ::testing::Test {
     std::string raw;
   };
   // Posts a streamed request and counts the keep-alives before `is_answer` holds for an event.
-  static Stream post(const std::string& path, const json& body, const std::function<bool(const http::SseEvent&)>& is_answer,
+  static Stream post(const std::string& path, const json& body,
+                     const std::function<bool(const http::SseEvent&)>& is_answer,
                      const std::function<bool(const http::SseEvent&)>& is_keepalive) {
     GatewayOptions o;
     o.keepalive = kInterval;
@@ -72,7 +72,8 @@ class StreamKeepaliveE2eTest : public ::testing::Test {
     EXPECT_TRUE(s.answered) << api << ": " << s.raw.substr(0, 2000);
     // The prefill and the first token took several intervals; keep-alives filled them.
     EXPECT_GE(s.keepalives, 3) << api << " (" << s.seconds << " s): " << s.raw.substr(0, 2000);
-    std::printf("%s: %d keep-alives before the first token, %.2f s in all\n", api.c_str(), s.keepalives, s.seconds);
+    std::printf("%s: %d keep-alives before the first token, %.2f s in all\n", api.c_str(), s.keepalives,
+                s.seconds);
   }
   static Engine* engine_;
 };
@@ -89,7 +90,8 @@ TEST_F(StreamKeepaliveE2eTest, ChatCompletionsSendsCommentsDuringThePrefill) {
   const json body = {{"messages", json::array({{{"role", "user"}, {"content", long_text("chat")}}})},
                      {"max_tokens", 2},
                      {"stream", true}};
-  const Stream s = post("/v1/chat/completions", body, [](const http::SseEvent& ev) { return !ev.comment_only; }, comment);
+  const Stream s = post(
+      "/v1/chat/completions", body, [](const http::SseEvent& ev) { return !ev.comment_only; }, comment);
   expect_kept_alive(s, "chat completions");
 }
 

@@ -4,11 +4,6 @@
 // (llama-server's /metrics), by the test, around the turn and just before a rescue's replay;
 // for a plain turn and for turns whose output the engine's parser refused (rescued by a
 // replay), whole and streamed. On the pinned mainline engine (ik does not count cache reuse).
-#include <gtest/gtest.h>
-
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,7 +11,10 @@
 #include <regex>
 #include <sstream>
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "http/sse.h"
 #include "testing/eventually.h"
@@ -48,8 +46,9 @@ uint64_t metric(const std::string& text, const std::string& name) {
 class ReplayHook : public Upstream {
  public:
   explicit ReplayHook(EndpointProvider provider) : inner_(std::move(provider)) {}
-  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
-                                        std::chrono::milliseconds timeout, CancelScope* cancel) override {
+  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path,
+                                        const std::string& body, std::chrono::milliseconds timeout,
+                                        CancelScope* cancel) override {
     return inner_.call(method, path, body, timeout, cancel);
   }
   UpstreamResult<int> stream(const std::string& path, const std::string& body, const StreamHandlers& handlers,
@@ -106,7 +105,8 @@ class StderrTap {
 json request_line(const std::string& log, const std::string& session) {
   for (size_t at = 0, end; (end = log.find('\n', at)) != std::string::npos; at = end + 1) {
     json line = json::parse(log.substr(at, end - at), nullptr, false);
-    if (line.is_object() && line.value("event", "") == "request" && line.value("session", "") == session) return line;
+    if (line.is_object() && line.value("event", "") == "request" && line.value("session", "") == session)
+      return line;
   }
   return nullptr;
 }
@@ -117,7 +117,8 @@ struct Figures {
   bool operator==(const Figures&) const = default;
 };
 std::string show(const Figures& f) {
-  return fmt::format("prompt {} cached {} computed {} completion {}", f.prompt, f.cached, f.computed, f.completion);
+  return fmt::format("prompt {} cached {} computed {} completion {}", f.prompt, f.cached, f.computed,
+                     f.completion);
 }
 
 class TurnFiguresE2eTest : public ::testing::Test {
@@ -153,7 +154,8 @@ class TurnFiguresE2eTest : public ::testing::Test {
     auto c = front_->client();
     const std::string text = "\n" + c.Get("/metrics")->body;
     return {metric(text, "kvgate_prompt_tokens_total"), metric(text, "kvgate_prompt_tokens_cached_total"),
-            metric(text, "kvgate_prompt_tokens_prefilled_total"), metric(text, "kvgate_completion_tokens_total")};
+            metric(text, "kvgate_prompt_tokens_prefilled_total"),
+            metric(text, "kvgate_completion_tokens_total")};
   }
   uint64_t rescues() {
     auto c = front_->client();
@@ -167,17 +169,20 @@ class TurnFiguresE2eTest : public ::testing::Test {
   }
 
   static json request(const std::string& topic, int seed, bool stream) {
-    json tools = json::array({{{"type", "function"},
-                               {"function", {{"name", "read_file"},
-                                             {"description", "Read a file"},
-                                             {"parameters", {{"type", "object"},
-                                                             {"properties", {{"path", {{"type", "string"}}}}}}}}}}});
-    json body = {{"messages", json::array({{{"role", "system"}, {"content", topic + " You are an agent with tools."}},
-                                           {{"role", "user"}, {"content", "Read the file notes.md, say what it says."}}})},
-                 {"tools", tools},
-                 {"max_tokens", 24},
-                 {"seed", seed},
-                 {"stream", stream}};
+    json tools = json::array(
+        {{{"type", "function"},
+          {"function",
+           {{"name", "read_file"},
+            {"description", "Read a file"},
+            {"parameters", {{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}}}}}}});
+    json body = {
+        {"messages",
+         json::array({{{"role", "system"}, {"content", topic + " You are an agent with tools."}},
+                      {{"role", "user"}, {"content", "Read the file notes.md, say what it says."}}})},
+        {"tools", tools},
+        {"max_tokens", 24},
+        {"seed", seed},
+        {"stream", stream}};
     if (stream) body["stream_options"] = {{"include_usage", true}};
     return body;
   }
@@ -228,8 +233,9 @@ class TurnFiguresE2eTest : public ::testing::Test {
       return t;
     }
     t.client = {usage.value("prompt_tokens", uint64_t{0}),
-                usage.contains("prompt_tokens_details") ? usage["prompt_tokens_details"].value("cached_tokens", uint64_t{0})
-                                                        : uint64_t{999999},
+                usage.contains("prompt_tokens_details")
+                    ? usage["prompt_tokens_details"].value("cached_tokens", uint64_t{0})
+                    : uint64_t{999999},
                 0, usage.value("completion_tokens", uint64_t{0})};
     // The session kvgate made of the client's name (scoped), as it lists it.
     std::string id;
@@ -244,7 +250,8 @@ class TurnFiguresE2eTest : public ::testing::Test {
     EXPECT_TRUE(testing::eventually([&] { return !(line = request_line(tap.text(), id)).is_null(); }))
         << "no request log line for " << id;
     if (line.is_object()) {
-      t.log = {line["prompt_tokens"], line["cached_tokens"], line["prefilled_tokens"], line["completion_tokens"]};
+      t.log = {line["prompt_tokens"], line["cached_tokens"], line["prefilled_tokens"],
+               line["completion_tokens"]};
     }
     const Figures m1 = kvgate_metrics();
     t.metrics = {m1.prompt - m0.prompt, m1.cached - m0.cached, m1.computed - m0.computed,
@@ -277,7 +284,8 @@ class TurnFiguresE2eTest : public ::testing::Test {
     EXPECT_EQ(t.client.completion, engine.completion) << show(t.client);
     EXPECT_EQ(t.log, engine) << "log: " << show(t.log);
     EXPECT_EQ(t.metrics, engine) << "metrics: " << show(t.metrics);
-    EXPECT_EQ(t.session, (Figures{engine.prompt, engine.cached, engine.computed, 0})) << "session: " << show(t.session);
+    EXPECT_EQ(t.session, (Figures{engine.prompt, engine.cached, engine.computed, 0}))
+        << "session: " << show(t.session);
   }
 
   static Engine* engine_;
@@ -288,7 +296,8 @@ Engine* TurnFiguresE2eTest::engine_ = nullptr;
 
 // A plain turn (no refusal): every place says what the engine counted.
 TEST_F(TurnFiguresE2eTest, APlainTurnReportsTheEnginesFigures) {
-  json body = testing::plain_chat(json::array({{{"role", "user"}, {"content", "A plain question about lighthouses."}}}));
+  json body = testing::plain_chat(
+      json::array({{{"role", "user"}, {"content", "A plain question about lighthouses."}}}));
   const Turn t = run("figures-plain", body);
   ASSERT_FALSE(t.rescued);
   expect_places_agree(t, engine_figures(t, false), "plain turn");
@@ -314,7 +323,8 @@ TEST_F(TurnFiguresE2eTest, AnUncappedRequestEndsAtTheDefaultCap) {
   options.default_max_tokens = 5;
   Front capped(hook_, options);
   auto c = capped.client();
-  json body = testing::plain_chat(json::array({{{"role", "user"}, {"content", "An uncapped question on tides."}}}));
+  json body =
+      testing::plain_chat(json::array({{{"role", "user"}, {"content", "An uncapped question on tides."}}}));
   body.erase("max_tokens");
   const Counts before = engine_counts();
   auto a = testing::post_json(c, "/v1/chat/completions", body);
@@ -337,14 +347,16 @@ TEST_F(TurnFiguresE2eTest, AnUncappedRequestEndsAtTheDefaultCap) {
 TEST_F(TurnFiguresE2eTest, ARescuedWholeAnswerReportsTheWorkOfTheRefusedAttempt) {
   int found = 0;
   for (int seed = 1; seed <= 12 && found < 2; ++seed) {
-    const Turn t = run(fmt::format("figures-whole-{}", seed), request(fmt::format("Topic {}.", seed * 7919), seed, false));
+    const Turn t = run(fmt::format("figures-whole-{}", seed),
+                       request(fmt::format("Topic {}.", seed * 7919), seed, false));
     if (!t.rescued) continue;
     ++found;
     const Figures engine = engine_figures(t, true);
     std::printf("whole, seed %d: client %s; engine %s\n", seed, show(t.client).c_str(), show(engine).c_str());
     expect_places_agree(t, engine, fmt::format("seed {}", seed));
     EXPECT_LT(t.client.cached * 2, t.client.prompt) << "a cold prompt reported as cached: " << show(t.client);
-    EXPECT_GT(engine.computed, engine.prompt - engine.cached) << "the replay's prefill is in the computed tokens";
+    EXPECT_GT(engine.computed, engine.prompt - engine.cached)
+        << "the replay's prefill is in the computed tokens";
   }
   EXPECT_GT(found, 0) << "the engine refused none of 12 outputs: the test shows nothing";
 }
@@ -354,7 +366,8 @@ TEST_F(TurnFiguresE2eTest, ARescuedWholeAnswerReportsTheWorkOfTheRefusedAttempt)
 TEST_F(TurnFiguresE2eTest, ARescuedStreamReportsWhatWasDelivered) {
   int found = 0;
   for (int seed = 1; seed <= 16 && found < 2; ++seed) {
-    const Turn t = run(fmt::format("figures-stream-{}", seed), request(fmt::format("Theme {}.", seed * 104729), seed, true));
+    const Turn t = run(fmt::format("figures-stream-{}", seed),
+                       request(fmt::format("Theme {}.", seed * 104729), seed, true));
     if (!t.rescued) continue;
     ++found;
     SCOPED_TRACE(fmt::format("seed {}", seed));
@@ -364,10 +377,12 @@ TEST_F(TurnFiguresE2eTest, ARescuedStreamReportsWhatWasDelivered) {
     // Which attempt's text the client got decides the completion (the replay's when its text
     // continued what was streamed); either way it is one the engine counted.
     const bool replay_text = t.client.completion == replayed.completion;
-    std::printf("stream, seed %d: client %s, finish %s; engine %s (refused attempt's text: completion %llu)\n", seed,
-                show(t.client).c_str(), t.finish.c_str(), show(replayed).c_str(),
-                static_cast<unsigned long long>(refused.completion));
-    expect_places_agree(t, replay_text ? replayed : refused, replay_text ? "replay's text" : "refused attempt's text");
+    std::printf(
+        "stream, seed %d: client %s, finish %s; engine %s (refused attempt's text: completion %llu)\n", seed,
+        show(t.client).c_str(), t.finish.c_str(), show(replayed).c_str(),
+        static_cast<unsigned long long>(refused.completion));
+    expect_places_agree(t, replay_text ? replayed : refused,
+                        replay_text ? "replay's text" : "refused attempt's text");
     if (t.client.completion >= 24) {
       EXPECT_TRUE(t.finish == "length" || t.finish == "tool_calls") << t.finish;
     }

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include "testing/paths.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 using nlohmann::json;
 
 json fixture(const std::string& fork) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + fork + "/props.json");
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/" + fork + "/props.json");
   std::stringstream ss;
   ss << in.rdbuf();
   return json::parse(ss.str());

@@ -15,6 +15,7 @@
 
 #include "bench/tool_model.h"
 #include "testing/gateway_e2e.h"
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::gateway {
@@ -23,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kNpm = fs::path(KVGATE_SOURCE_DIR) / "tests" / "npm";
+const fs::path kNpm = fs::path(kvgate::testing::source_dir()) / "tests" / "npm";
 
 bool clients_installed() {
   return fs::exists(kNpm / "node_modules" / "@anthropic-ai" / "sdk") &&

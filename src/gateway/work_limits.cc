@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-
 namespace kvgate::gateway {
 
 namespace {
@@ -39,10 +38,11 @@ void count_schema(const json& v, size_t depth, SchemaCounts& out) {
 ApiStatus check_schema_text(const json& schema, const std::string& param, const WorkLimits& limits) {
   const size_t bytes = schema.dump().size();
   if (bytes <= limits.max_schema_bytes) return {};
-  return refused(fmt::format("{} is {} bytes of JSON schema, more than the limit of {}: the engine compiles it into a "
-                             "grammar it checks at every token",
-                             param, bytes, limits.max_schema_bytes),
-                 param, "schema_too_large", 413);
+  return refused(
+      fmt::format("{} is {} bytes of JSON schema, more than the limit of {}: the engine compiles it into a "
+                  "grammar it checks at every token",
+                  param, bytes, limits.max_schema_bytes),
+      param, "schema_too_large", 413);
 }
 
 ApiStatus check_schemas(const json& body, const WorkLimits& limits) {
@@ -70,15 +70,16 @@ ApiStatus check_schemas(const json& body, const WorkLimits& limits) {
   }
   if (total.alternatives > limits.max_schema_alternatives) {
     return refused(
-        fmt::format("the request's JSON schemas (response_format, json_schema, tools) hold {} alternatives (enum "
-                    "entries and anyOf/oneOf branches), more than the limit of {}: the engine's grammar work grows "
-                    "faster than linearly with them (1,000 took 10-30 s, 50,000 froze it)",
-                    total.alternatives, limits.max_schema_alternatives),
+        fmt::format(
+            "the request's JSON schemas (response_format, json_schema, tools) hold {} alternatives (enum "
+            "entries and anyOf/oneOf branches), more than the limit of {}: the engine's grammar work grows "
+            "faster than linearly with them (1,000 took 10-30 s, 50,000 froze it)",
+            total.alternatives, limits.max_schema_alternatives),
         "response_format", "schema_too_complex");
   }
   if (total.depth > limits.max_schema_depth) {
-    return refused(fmt::format("{} nests {} levels, more than the limit of {} for a JSON schema", deepest, total.depth,
-                               limits.max_schema_depth),
+    return refused(fmt::format("{} nests {} levels, more than the limit of {} for a JSON schema", deepest,
+                               total.depth, limits.max_schema_depth),
                    deepest, "schema_too_complex");
   }
   return {};
@@ -89,19 +90,22 @@ ApiStatus check_grammar(const json& body, const WorkLimits& limits) {
   if (g == body.end() || !g->is_string()) return {};
   const std::string& text = g->get_ref<const std::string&>();
   if (text.size() > limits.max_grammar_bytes) {
-    return refused(fmt::format("grammar is {} bytes, more than the limit of {}", text.size(), limits.max_grammar_bytes),
-                   "grammar", "grammar_too_large", 413);
+    return refused(
+        fmt::format("grammar is {} bytes, more than the limit of {}", text.size(), limits.max_grammar_bytes),
+        "grammar", "grammar_too_large", 413);
   }
   const GrammarCounts c = count_grammar(text);
   if (c.alternatives > limits.max_grammar_alternatives) {
-    return refused(fmt::format("grammar has {} alternatives ('|'), more than the limit of {}: the engine checks them "
-                               "at every token (20,000 stalled it for 75 s)",
-                               c.alternatives, limits.max_grammar_alternatives),
-                   "grammar", "grammar_too_complex");
+    return refused(
+        fmt::format("grammar has {} alternatives ('|'), more than the limit of {}: the engine checks them "
+                    "at every token (20,000 stalled it for 75 s)",
+                    c.alternatives, limits.max_grammar_alternatives),
+        "grammar", "grammar_too_complex");
   }
   if (c.rules > limits.max_grammar_rules) {
-    return refused(fmt::format("grammar has {} rules, more than the limit of {}", c.rules, limits.max_grammar_rules),
-                   "grammar", "grammar_too_complex");
+    return refused(
+        fmt::format("grammar has {} rules, more than the limit of {}", c.rules, limits.max_grammar_rules),
+        "grammar", "grammar_too_complex");
   }
   return {};
 }
@@ -110,7 +114,8 @@ ApiStatus check_grammar(const json& body, const WorkLimits& limits) {
 ApiStatus check_count(const json& body, const char* field, size_t max, const char* code) {
   auto it = body.find(field);
   if (it == body.end() || !it->is_structured() || it->size() <= max) return {};
-  return refused(fmt::format("{} has {} entries, more than the limit of {}", field, it->size(), max), field, code);
+  return refused(fmt::format("{} has {} entries, more than the limit of {}", field, it->size(), max), field,
+                 code);
 }
 
 }  // namespace

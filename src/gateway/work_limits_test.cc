@@ -15,7 +15,8 @@ json chat() { return {{"messages", json::array({{{"role", "user"}, {"content", "
 json enum_schema(size_t n) {
   json values = json::array();
   for (size_t i = 0; i < n; ++i) values.push_back(fmt::format("value-{:06d}", i));
-  return {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"enum", values}}}}}};
+  return {{"type", "json_schema"},
+          {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"enum", values}}}}}};
 }
 
 std::string alternatives_grammar(size_t n) {
@@ -51,9 +52,10 @@ TEST(WorkLimitsTest, AlternativesAddUpOverToolsAndTopLevelSchema) {
   json branches = json::array();
   for (int i = 0; i < 200; ++i) branches.push_back({{"const", i}});
   body["json_schema"] = {{"anyOf", branches}};
-  body["tools"] = json::array({{{"type", "function"},
-                                {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
-                                                                            {"properties", {{"a", enum_schema(57)}}}}}}}}});
+  body["tools"] = json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "f"}, {"parameters", {{"type", "object"}, {"properties", {{"a", enum_schema(57)}}}}}}}}});
   auto r = check_work_limits(body);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("257 alternatives"), std::string::npos) << r.error().message;
@@ -92,7 +94,8 @@ TEST(WorkLimitsTest, GrammarCountsSkipLiteralsClassesAndComments) {
 TEST(WorkLimitsTest, ToolsLogitBiasAndStopCountsAreBounded) {
   json body = chat();
   body["tools"] = json::array();
-  for (int i = 0; i < 257; ++i) body["tools"].push_back({{"type", "function"}, {"function", {{"name", "t"}}}});
+  for (int i = 0; i < 257; ++i)
+    body["tools"].push_back({{"type", "function"}, {"function", {{"name", "t"}}}});
   EXPECT_EQ(check_work_limits(body).error().code, "too_many_tools");
   body.erase("tools");
   body["logit_bias"] = json::object();

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "rescue/relaxed_json.h"
+#include "testing/paths.h"
 
 namespace kvgate::rescue {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const fs::path kFaults = fs::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "history_faults";
+const fs::path kFaults = fs::path(kvgate::testing::source_dir()) / "tests" / "fixtures" / "history_faults";
 
 std::set<std::string> kinds(const RepairedHistory& r) {
   std::set<std::string> out;

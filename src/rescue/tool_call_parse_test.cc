@@ -9,6 +9,7 @@
 
 #include "rescue/relaxed_json.h"
 #include "testing/cpu_time.h"
+#include "testing/paths.h"
 
 namespace kvgate::rescue {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "tool_calls";
+const fs::path kFixtures = fs::path(kvgate::testing::source_dir()) / "tests" / "fixtures" / "tool_calls";
 
 json load(const fs::path& p) {
   std::ifstream in(p);

@@ -41,7 +41,8 @@ ThreadFit thread_fit(const ThreadKeys& thread, const RequestKeys& request) {
     ++shared;
   }
   auto carried = [&request, after_system](uint64_t h) {
-    return h != 0 && std::find(request.exact.begin() + static_cast<std::ptrdiff_t>(std::min(after_system, request.exact.size())),
+    return h != 0 && std::find(request.exact.begin() +
+                                   static_cast<std::ptrdiff_t>(std::min(after_system, request.exact.size())),
                                request.exact.end(), h) != request.exact.end();
   };
   // The last reply, not the last request's last message: a fixed instruction ("Provide a

@@ -51,11 +51,11 @@ uint64_t thread_identity(const RequestKeys& r);
 // session's mu, set from its conversation when a turn commits).
 struct ThreadKeys {
   uint64_t identity = 0;
-  std::vector<uint64_t> chain;       // the conversation's chain (history as the client last saw it)
-  uint64_t request_messages = 0;     // messages of its last request (the chain may add the reply)
-  uint64_t last_reply_exact = 0;     // exact hash of the last reply kvgate returned (0: none)
-  uint64_t last_request_exact = 0;   // exact hash of the last request's last message (0: none)
-  std::vector<uint64_t> reply_lines; // line_hashes() of the last reply
+  std::vector<uint64_t> chain;        // the conversation's chain (history as the client last saw it)
+  uint64_t request_messages = 0;      // messages of its last request (the chain may add the reply)
+  uint64_t last_reply_exact = 0;      // exact hash of the last reply kvgate returned (0: none)
+  uint64_t last_request_exact = 0;    // exact hash of the last request's last message (0: none)
+  std::vector<uint64_t> reply_lines;  // line_hashes() of the last reply
 };
 
 // Whether a request belongs to a thread, and how many messages of it the request shares

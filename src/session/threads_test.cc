@@ -2,18 +2,19 @@
 // agent requests, and a property test over generated families of clients that share ids and
 // interleave side requests (titles, summaries, sub-agents, quota checks) with their main
 // thread, every view checked by IsolationOracle against the request's own thread.
-#include <gtest/gtest.h>
+#include "session/threads.h"
 
 #include <fstream>
 #include <random>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "session/intake.h"
 #include "session/normalize.h"
 #include "session/session.h"
-#include "session/threads.h"
 #include "testing/isolation_oracle.h"
+#include "testing/paths.h"
 
 namespace kvgate::session {
 namespace {
@@ -22,7 +23,9 @@ using nlohmann::json;
 using testing::IsolationOracle;
 using MiniGateway = testing::MiniGateway;
 
-json msg(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+json msg(const std::string& role, const std::string& content) {
+  return {{"role", role}, {"content", content}};
+}
 
 const std::string kScope = scope_of_key("key-1");
 
@@ -43,8 +46,8 @@ ThreadKeys keys_of(const json& history, uint64_t tools = 0) {
 }
 
 TEST(ThreadsTest, ARequestBelongsToTheThreadWhoseHistoryItExtends) {
-  const json main = json::array({msg("system", "You are an agent. Today is 2026-12-01."), msg("user", "fix the bug"),
-                                 msg("assistant", "done")});
+  const json main = json::array({msg("system", "You are an agent. Today is 2026-12-01."),
+                                 msg("user", "fix the bug"), msg("assistant", "done")});
   const ThreadKeys thread = keys_of(main);
   json next = main;
   next[0]["content"] = "You are an agent. Today is 2026-12-02.";  // volatile values only
@@ -59,7 +62,8 @@ TEST(ThreadsTest, ARequestBelongsToTheThreadWhoseHistoryItExtends) {
   const json sub = json::array({main[0], msg("user", "search the repository for TODO")});
   EXPECT_FALSE(thread_fit(thread, RequestKeys::of(sub)).belongs);
   // A later window that carries the thread's last message belongs to it.
-  const json window = json::array({main[0], msg("assistant", "done"), msg("user", "and now?")});  // "done": its last reply
+  const json window =
+      json::array({main[0], msg("assistant", "done"), msg("user", "and now?")});  // "done": its last reply
   EXPECT_TRUE(thread_fit(thread, RequestKeys::of(window)).belongs);
 }
 
@@ -72,7 +76,8 @@ TEST(ThreadsTest, ThreadIdsCannotBeNamedByAnotherFamily) {
 
 // ---- opencode's recorded requests ------------------------------------------------------
 
-const std::filesystem::path kOpencode = std::filesystem::path(KVGATE_SOURCE_DIR) / "tests/fixtures/agents/opencode";
+const std::filesystem::path kOpencode =
+    std::filesystem::path(kvgate::testing::source_dir()) / "tests/fixtures/agents/opencode";
 
 json recorded(const std::string& name) {
   std::ifstream in(kOpencode / name);
@@ -175,7 +180,8 @@ class ThreadFamilies {
           break;
       }
       const json request = c->history;
-      const json reply = msg("assistant", pick(3) == 0 ? summary_text(step) : words(2) + std::to_string(step));
+      const json reply =
+          msg("assistant", pick(3) == 0 ? summary_text(step) : words(2) + std::to_string(step));
       auto t = gw.send(kScope, c->family, request, reply, c->tools);
       const std::string thread = c->family + "/" + c->name;
       if (auto e = oracle.check(kScope, c->family, request, t.view, thread); !e.empty()) {
@@ -197,7 +203,8 @@ class ThreadFamilies {
  private:
   size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
   std::string words(int n) {
-    static const char* kWords[] = {"yes", "fix", "the", "file", "tests", "build", "done", "error", "main.c", "run"};
+    static const char* kWords[] = {"yes",   "fix",  "the",   "file",   "tests",
+                                   "build", "done", "error", "main.c", "run"};
     std::string out;
     for (int i = 0; i < n; ++i) out += (i ? " " : "") + std::string(kWords[pick(std::size(kWords))]);
     return out;
@@ -225,22 +232,30 @@ class ThreadFamilies {
   void act(ThreadClient& c, int step) {
     json& h = c.history;
     switch (pick(8)) {
-      case 0: h[0] = system("agent", step); break;
+      case 0:
+        h[0] = system("agent", step);
+        break;
       case 1:
-        if (h.size() > 4) h.erase(h.begin() + 1, h.begin() + 1 + static_cast<std::ptrdiff_t>(std::min<size_t>(h.size() - 3, 2)));
+        if (h.size() > 4)
+          h.erase(h.begin() + 1,
+                  h.begin() + 1 + static_cast<std::ptrdiff_t>(std::min<size_t>(h.size() - 3, 2)));
         break;
       case 2:
         if (h.size() > 2) h[1 + pick(h.size() - 1)] = msg("user", words(4));
         break;
       case 3:
         if (!c.last_reply.empty()) {
-          h = json::array({h[0], msg("user", "This session is being continued from a previous conversation.\nSummary:\n" +
-                                                 c.last_reply)});
+          h = json::array(
+              {h[0], msg("user", "This session is being continued from a previous conversation.\nSummary:\n" +
+                                     c.last_reply)});
           return;
         }
         break;
-      case 4: h = json::array({h[0]}); break;
-      default: break;
+      case 4:
+        h = json::array({h[0]});
+        break;
+      default:
+        break;
     }
     h.push_back(msg("user", words(3) + " " + std::to_string(step)));
   }

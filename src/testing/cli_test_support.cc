@@ -4,14 +4,15 @@
 #include <mutex>
 #include <string_view>
 
+#include "testing/paths.h"
 #include "util/subprocess.h"
 
 namespace kvgate::testing {
 
 std::vector<std::string> kvgate_command() {
   std::vector<std::string> argv;
-  if (std::string_view(KVGATE_TEST_EMULATOR) != "") argv.emplace_back(KVGATE_TEST_EMULATOR);
-  argv.push_back(std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate");
+  if (std::string_view(kvgate::testing::test_emulator()) != "") argv.emplace_back(kvgate::testing::test_emulator());
+  argv.push_back(std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate");
   return argv;
 }
 

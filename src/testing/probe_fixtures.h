@@ -10,6 +10,7 @@
 #include <string>
 
 #include "plan/server_caps.h"
+#include "testing/paths.h"
 
 namespace kvgate::testing {
 
@@ -19,7 +20,7 @@ using plan::parse_probe_record;
 
 // The file tests/fixtures/NAME, whole.
 inline std::string read_fixture(const std::string& name) {
-  std::ifstream in(std::string(KVGATE_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
+  std::ifstream in(std::string(kvgate::testing::source_dir()) + "/tests/fixtures/" + name, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

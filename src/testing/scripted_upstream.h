@@ -70,9 +70,11 @@ class ScriptedUpstream : public UpstreamDouble {
 
   gateway::EngineEndpoint endpoint() override { return {.port = 1}; }
 
- private:
+ protected:
   gateway::UpstreamResult<gateway::UpstreamResponse> answer(const Request& request) override;
   gateway::UpstreamResult<int> answer_stream(const Request& request, const gateway::StreamHandlers& handlers) override;
+
+ private:
   ScriptedAnswer next_answer();
   // The usage and timings of `reply` to `prompt` in `slot`: the prompt's tokens and what the
   // slot had cached of them (the slot then holds both).

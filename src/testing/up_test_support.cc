@@ -6,10 +6,11 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include "testing/paths.h"
 
 namespace kvgate::testing {
 
-std::string kvgate_binary() { return std::string(KVGATE_BINARY_DIR) + "/src/cli/kvgate"; }
+std::string kvgate_binary() { return std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate"; }
 
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;

@@ -20,7 +20,8 @@ std::vector<nlohmann::json> UpstreamDouble::bodies(std::string_view path) const 
   return out;
 }
 
-nlohmann::json UpstreamDouble::record(const std::string& method, const std::string& path, const std::string& body) {
+nlohmann::json UpstreamDouble::record(const std::string& method, const std::string& path,
+                                      const std::string& body) {
   nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
   if (parsed.is_discarded()) parsed = nullptr;
   std::lock_guard lock(mu_);
@@ -29,7 +30,8 @@ nlohmann::json UpstreamDouble::record(const std::string& method, const std::stri
 }
 
 UpstreamResult<UpstreamResponse> UpstreamDouble::call(const std::string& method, const std::string& path,
-                                                      const std::string& body, std::chrono::milliseconds timeout,
+                                                      const std::string& body,
+                                                      std::chrono::milliseconds timeout,
                                                       gateway::CancelScope* cancel) {
   const nlohmann::json parsed = record(method, path, body);
   return answer({method, path, body, parsed, timeout, cancel});
@@ -37,7 +39,8 @@ UpstreamResult<UpstreamResponse> UpstreamDouble::call(const std::string& method,
 
 UpstreamResult<int> UpstreamDouble::stream(const std::string& path, const std::string& body,
                                            const gateway::StreamHandlers& handlers,
-                                           std::chrono::milliseconds idle_timeout, gateway::CancelScope* cancel) {
+                                           std::chrono::milliseconds idle_timeout,
+                                           gateway::CancelScope* cancel) {
   static const std::string kPost = "POST";
   const nlohmann::json parsed = record(kPost, path, body);
   return answer_stream({kPost, path, body, parsed, idle_timeout, cancel}, handlers);

@@ -33,10 +33,12 @@ class UpstreamDouble : public gateway::Upstream {
   std::vector<nlohmann::json> bodies(std::string_view path) const;
 
   gateway::UpstreamResult<gateway::UpstreamResponse> call(const std::string& method, const std::string& path,
-                                                          const std::string& body, std::chrono::milliseconds timeout,
+                                                          const std::string& body,
+                                                          std::chrono::milliseconds timeout,
                                                           gateway::CancelScope* cancel) final;
   gateway::UpstreamResult<int> stream(const std::string& path, const std::string& body,
-                                      const gateway::StreamHandlers& handlers, std::chrono::milliseconds idle_timeout,
+                                      const gateway::StreamHandlers& handlers,
+                                      std::chrono::milliseconds idle_timeout,
                                       gateway::CancelScope* cancel) final;
 
  protected:
@@ -50,7 +52,8 @@ class UpstreamDouble : public gateway::Upstream {
     gateway::CancelScope* cancel;
   };
   virtual gateway::UpstreamResult<gateway::UpstreamResponse> answer(const Request& request) = 0;
-  virtual gateway::UpstreamResult<int> answer_stream(const Request& request, const gateway::StreamHandlers& handlers);
+  virtual gateway::UpstreamResult<int> answer_stream(const Request& request,
+                                                     const gateway::StreamHandlers& handlers);
 
  private:
   // Parses `body`, keeps the call and returns the parsed body.

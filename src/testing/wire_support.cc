@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/paths.h"
 #include "wire/anthropic_request.h"
 #include "wire/responses_request.h"
 
@@ -279,7 +280,7 @@ ClientJson calls_in_id_order(ClientJson blocks) {
 
 std::map<std::string, nlohmann::json> recorded_fixtures() {
   std::map<std::string, nlohmann::json> out;
-  const std::filesystem::path dir = std::filesystem::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "wire";
+  const std::filesystem::path dir = std::filesystem::path(kvgate::testing::source_dir()) / "tests" / "fixtures" / "wire";
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;
     std::ifstream in(entry.path());
@@ -298,7 +299,7 @@ nlohmann::json agent_request_messages(const std::string& cli, const std::string&
 
 nlohmann::json agent_request_chat(const std::string& cli, const std::string& name) {
   const std::filesystem::path path =
-      std::filesystem::path(KVGATE_SOURCE_DIR) / "tests" / "fixtures" / "agents" / cli / (name + ".json");
+      std::filesystem::path(kvgate::testing::source_dir()) / "tests" / "fixtures" / "agents" / cli / (name + ".json");
   std::ifstream in(path);
   const ClientJson record = ClientJson::parse(in, nullptr, false);
   if (record.is_discarded() || !record.contains("request")) {

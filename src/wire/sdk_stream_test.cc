@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "testing/paths.h"
 #include "util/subprocess.h"
 #include "wire/anthropic_reply.h"
 #include "wire/anthropic_stream.h"
@@ -23,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kNpm = fs::path(KVGATE_SOURCE_DIR) / "tests" / "npm";
+const fs::path kNpm = fs::path(kvgate::testing::source_dir()) / "tests" / "npm";
 
 // The SDK's reading of each stream: {"final": …} or {"thrown": …}.
 std::vector<ClientJson> sdk_read(const std::string& format, const std::vector<std::string>& streams) {
