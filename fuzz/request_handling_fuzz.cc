@@ -74,32 +74,48 @@ std::string literal(std::string_view bytes) {
 // The body of `route` with the fuzzed value at one field (its text put in by hand, so that
 // bytes no JSON library would write reach the gateway).
 std::string body_for(int route, size_t field, const std::string& value) {
-  static const char* kChatFields[] = {"model", "user", "prompt_cache_key", "messages.content", "messages.role",
-                                      "messages.name", "tools.name", "stop", "response_format.type", "grammar"};
-  static const char* kMessagesFields[] = {"model", "metadata.user_id", "messages.content", "system", "tools.name"};
-  static const char* kResponsesFields[] = {"model", "input", "instructions", "previous_response_id",
-                                           "prompt_cache_key", "user"};
+  static const char* kChatFields[] = {
+      "model",      "user", "prompt_cache_key",     "messages.content", "messages.role", "messages.name",
+      "tools.name", "stop", "response_format.type", "grammar"};
+  static const char* kMessagesFields[] = {"model", "metadata.user_id", "messages.content", "system",
+                                          "tools.name"};
+  static const char* kResponsesFields[] = {
+      "model", "input", "instructions", "previous_response_id", "prompt_cache_key", "user"};
   const std::string v = literal(value);
   const std::string mark = "\"@V@\"";
   std::string body;
   std::string key;
   if (route == 0) {
     key = kChatFields[field % std::size(kChatFields)];
-    json b = {{"model", "m"}, {"max_tokens", 4}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
-    if (key == "messages.content") b["messages"][0]["content"] = "@V@";
-    else if (key == "messages.role") b["messages"][0]["role"] = "@V@";
-    else if (key == "messages.name") b["messages"][0]["name"] = "@V@";
-    else if (key == "tools.name") b["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "@V@"}}}}});
-    else if (key == "response_format.type") b["response_format"] = {{"type", "@V@"}};
-    else b[key] = "@V@";
+    json b = {{"model", "m"},
+              {"max_tokens", 4},
+              {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+    if (key == "messages.content")
+      b["messages"][0]["content"] = "@V@";
+    else if (key == "messages.role")
+      b["messages"][0]["role"] = "@V@";
+    else if (key == "messages.name")
+      b["messages"][0]["name"] = "@V@";
+    else if (key == "tools.name")
+      b["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "@V@"}}}}});
+    else if (key == "response_format.type")
+      b["response_format"] = {{"type", "@V@"}};
+    else
+      b[key] = "@V@";
     body = b.dump();
   } else if (route == 1) {
     key = kMessagesFields[field % std::size(kMessagesFields)];
-    json b = {{"model", "m"}, {"max_tokens", 4}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
-    if (key == "metadata.user_id") b["metadata"] = {{"user_id", "@V@"}};
-    else if (key == "messages.content") b["messages"][0]["content"] = "@V@";
-    else if (key == "tools.name") b["tools"] = json::array({{{"name", "@V@"}, {"input_schema", {{"type", "object"}}}}});
-    else b[key] = "@V@";
+    json b = {{"model", "m"},
+              {"max_tokens", 4},
+              {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+    if (key == "metadata.user_id")
+      b["metadata"] = {{"user_id", "@V@"}};
+    else if (key == "messages.content")
+      b["messages"][0]["content"] = "@V@";
+    else if (key == "tools.name")
+      b["tools"] = json::array({{{"name", "@V@"}, {"input_schema", {{"type", "object"}}}}});
+    else
+      b[key] = "@V@";
     body = b.dump();
   } else {
     key = kResponsesFields[field % std::size(kResponsesFields)];
@@ -149,8 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   gateway::Gateway& g = the_gateway();
   static const char* kPaths[] = {"/v1/chat/completions", "/v1/messages", "/v1/responses"};
-  static const char* kHeaders[] = {"x-session-id", "authorization", "content-type", "origin",
-                                   "host", "anthropic-version", "x-api-key", "user-agent"};
+  static const char* kHeaders[] = {"x-session-id", "authorization",     "content-type", "origin",
+                                   "host",         "anthropic-version", "x-api-key",    "user-agent"};
   const int route = in.ConsumeIntegralInRange<int>(0, 2);
   const size_t field = in.ConsumeIntegral<uint8_t>();
   const bool in_header = in.ConsumeBool();
@@ -176,8 +192,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(!util::json_text(s->conversation.to_json()).empty());
   }
   // The next client is served.
-  http::HttpRequest next = request("POST", "/v1/chat/completions",
-                                   R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"next"}]})");
+  http::HttpRequest next =
+      request("POST", "/v1/chat/completions",
+              R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"next"}]})");
   next.headers.emplace_back("x-session-id", "next-client");
   check(handled(g, next) == 200);
   return 0;
