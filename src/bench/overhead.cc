@@ -130,6 +130,17 @@ Result<StreamRun> stream_once(HttpClient& client, const std::string& body, std::
   return run;
 }
 
+// An event as the client and the engine both see it: the gateway names the model by its id
+// where the engine writes its file's path (gateway/model_id.h), so the value is left out.
+std::string event_key(std::string_view raw) {
+  constexpr std::string_view kModel = "\"model\":\"";
+  const size_t at = raw.find(kModel);
+  if (at == std::string_view::npos) return std::string(raw);
+  const size_t end = raw.find('"', at + kModel.size());
+  if (end == std::string_view::npos) return std::string(raw);
+  return std::string(raw.substr(0, at + kModel.size())) + std::string(raw.substr(end));
+}
+
 Result<StreamCase> stream_case(HttpClient& direct, HttpClient& gw, TimingUpstream& tap, const json& bias,
                                const OverheadOptions& o, size_t& done, size_t total,
                                const ProgressFn& progress) {
@@ -162,9 +173,9 @@ Result<StreamCase> stream_case(HttpClient& direct, HttpClient& gw, TimingUpstrea
     ++done;
     if (i < o.warmup) continue;
     std::unordered_map<std::string, std::deque<HttpClient::Clock::time_point>> seen;
-    for (const auto& [raw, t] : upstream) seen[raw].push_back(t);
+    for (const auto& [raw, t] : upstream) seen[event_key(raw)].push_back(t);
     for (const auto& [raw, t] : g.arrivals) {
-      auto it = seen.find(raw);
+      auto it = seen.find(event_key(raw));
       if (it == seen.end() || it->second.empty()) {
         ++c.unmatched;
         continue;

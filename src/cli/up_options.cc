@@ -411,8 +411,7 @@ constexpr std::string_view kServeNames[] = {
     "listen", "allow-host", "api-key", "api-key-file", "health-interval", "probe-timeout", "state-dir", "thinking", "compaction",
     "high-watermark", "low-watermark", "max-body", "max-sessions", "session-retention", "max-stored-sessions",
     "keepalive", "max-inflight", "max-queue", "queue-timeout", "upstream-timeout", "generation-timeout",
-    "default-max-tokens", "max-messages", "count-timeout",
-    "compaction-timeout", "prefill-report"};
+    "default-max-tokens", "max-messages", "count-timeout", "compaction-timeout", "prefill-report"};
 constexpr UpOptionInfo kServeOnly[] = {
     {"upstream", text<config<&UpConfig::upstream>>,
      "the server to put the gateway in front of: http://HOST:PORT of a llama-server (mainline or "
