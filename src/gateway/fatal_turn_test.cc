@@ -58,16 +58,23 @@ class Output : public TurnOutput {
   }
 };
 
-TEST(FatalTurnTest, ARequestThatTookTheEngineDownIsNotSentAgainNorItsResends) {
-  auto upstream = std::make_shared<LosingUpstream>();
+GatewayOptions losing_options() {
   GatewayOptions options;
   options.context_tokens = 100000;
   options.model_summaries = false;
   options.wait_for_engine = std::chrono::seconds(5);
-  Gateway gateway(std::move(options), upstream);
+  return options;
+}
+
+// A chat the LosingUpstream loses its engine on (it carries a grammar).
+const json kKiller = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                      {"grammar", "root ::= \"x\""}};
+
+TEST(FatalTurnTest, ARequestThatTookTheEngineDownIsNotSentAgainNorItsResends) {
+  auto upstream = std::make_shared<LosingUpstream>();
+  Gateway gateway(losing_options(), upstream);
   upstream->gateway = &gateway;
-  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-                       {"grammar", "root ::= \"x\""}};
+  const json& killer = kKiller;
   auto turn = [&](const json& body) {
     Output out;
     gateway.run_turn({.body = body, .scope = "open"}, out);
@@ -93,14 +100,9 @@ TEST(FatalTurnTest, ARequestThatTookTheEngineDownIsNotSentAgainNorItsResends) {
 TEST(FatalTurnTest, ARequestWhoseEngineDiedIsSentOnceMoreThenNoMore) {
   auto upstream = std::make_shared<LosingUpstream>();
   upstream->hung = false;  // crashed or killed from outside: maybe not the request's fault
-  GatewayOptions options;
-  options.context_tokens = 100000;
-  options.model_summaries = false;
-  options.wait_for_engine = std::chrono::seconds(5);
-  Gateway gateway(std::move(options), upstream);
+  Gateway gateway(losing_options(), upstream);
   upstream->gateway = &gateway;
-  const json killer = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
-                       {"grammar", "root ::= \"x\""}};
+  const json& killer = kKiller;
   Output first;
   gateway.run_turn({.body = killer, .scope = "open"}, first);
   EXPECT_EQ(first.status, 502);
