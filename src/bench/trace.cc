@@ -2,13 +2,13 @@
 
 #include <fstream>
 #include <iterator>
-#include <memory>
+#include <limits>
 #include <sstream>
 #include <string_view>
 
-#include <zstd.h>
-
 #include <fmt/format.h>
+
+#include "http/content_coding.h"
 
 namespace kvgate::bench {
 
@@ -19,32 +19,17 @@ namespace {
 // zstd frames begin with these four bytes (RFC 8878, section 3.1.1).
 constexpr std::string_view kZstdMagic = "\x28\xb5\x2f\xfd";
 
-Result<std::string> decompress_zstd(const std::string& packed, const std::filesystem::path& path) {
-  std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> stream(ZSTD_createDStream(), ZSTD_freeDStream);
-  if (!stream) return Error("out of memory for the zstd decoder");
-  std::string text;
-  std::string chunk(ZSTD_DStreamOutSize(), '\0');
-  ZSTD_inBuffer in{packed.data(), packed.size(), 0};
-  size_t last = 0;
-  while (in.pos < in.size) {
-    ZSTD_outBuffer out{chunk.data(), chunk.size(), 0};
-    last = ZSTD_decompressStream(stream.get(), &out, &in);
-    if (ZSTD_isError(last) != 0U)
-      return Error(fmt::format("trace {}: zstd: {}", path.string(), ZSTD_getErrorName(last)));
-    text.append(chunk.data(), out.pos);
-  }
-  if (last != 0) return Error(fmt::format("trace {}: the zstd stream is truncated", path.string()));
-  return text;
-}
-
 // The file's text; a zstd-compressed file (recognised by its magic, whatever its name) is
 // decompressed.
 Result<std::string> read_trace_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(fmt::format("cannot open trace {}", path.string()));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.starts_with(kZstdMagic)) return decompress_zstd(bytes, path);
-  return bytes;
+  if (!bytes.starts_with(kZstdMagic)) return bytes;
+  // No bound of its own: a trace is the operator's file (half of size_t keeps limit + 1 exact).
+  auto text = http::decode_content("zstd", std::move(bytes), std::numeric_limits<size_t>::max() / 2);
+  if (!text.ok()) return Error(fmt::format("trace {}: {}", path.string(), text.error().message));
+  return std::move(text).value();
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ constexpr size_t kMaxCodings = 4;
 constexpr size_t kStep = 64 * 1024;
 
 CodingError too_large(std::string_view coding, size_t max_bytes) {
-  return {413, fmt::format("request body exceeds the limit of {} bytes once {}-decoded", max_bytes, coding)};
+  return {413, fmt::format("more than {} bytes (the limit) once {}-decoded", max_bytes, coding)};
 }
 
 // zlib's inflate for gzip (window bits 16+15), zlib-wrapped deflate (15) or raw deflate (-15).
@@ -40,15 +40,14 @@ Result<std::string, CodingError> inflate_with(std::string_view in, int window_bi
     rc = inflate(&z, Z_NO_FLUSH);
     out.resize(before + room - z.avail_out);
     if (rc == Z_BUF_ERROR && z.avail_in == 0)
-      return CodingError{400, fmt::format("{} request body is truncated", coding)};
+      return CodingError{400, fmt::format("{} data is truncated", coding)};
     if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
-      return CodingError{
-          400, fmt::format("{} request body is corrupt: {}", coding, z.msg ? z.msg : "inflate failed")};
+      return CodingError{400,
+                         fmt::format("{} data is corrupt: {}", coding, z.msg ? z.msg : "inflate failed")};
     }
   }
   if (out.size() > max_bytes) return too_large(coding, max_bytes);
-  if (z.avail_in != 0)
-    return CodingError{400, fmt::format("{} request body has bytes after its end", coding)};
+  if (z.avail_in != 0) return CodingError{400, fmt::format("{} data has bytes after its end", coding)};
   return out;
 }
 
@@ -68,9 +67,9 @@ Result<std::string, CodingError> unzstd(std::string_view in, size_t max_bytes) {
     rc = ZSTD_decompressStream(d.get(), &output, &input);
     out.resize(before + output.pos);
     if (ZSTD_isError(rc))
-      return CodingError{400, fmt::format("zstd request body is corrupt: {}", ZSTD_getErrorName(rc))};
+      return CodingError{400, fmt::format("zstd data is corrupt: {}", ZSTD_getErrorName(rc))};
     if (rc != 0 && input.pos == input.size && output.pos == 0 && input.pos == consumed_before) {
-      return CodingError{400, "zstd request body is truncated"};
+      return CodingError{400, "zstd data is truncated"};
     }
   }
   if (out.size() > max_bytes) return too_large("zstd", max_bytes);

@@ -1,5 +1,5 @@
-// Request bodies sent compressed (`Content-Encoding: gzip | deflate | zstd`, as Codex and
-// other clients may send them), decoded before any handler sees them.
+// Request bodies (and other data: compressed traces) sent compressed (`Content-Encoding: gzip | deflate |
+// zstd`, as Codex and other clients may send them), decoded before any handler sees them.
 //
 // The decoded size is bounded as the received one is: decoding stops as soon as the output
 // passes `max_bytes`, so a small body that would expand to gigabytes (a decompression bomb)
@@ -22,7 +22,8 @@ struct CodingError {
 };
 
 // Decodes `body` sent with the Content-Encoding header value `encoding` (case-insensitive
-// tokens, comma-separated). Returns the body as sent before encoding.
+// tokens, comma-separated). Returns the body as sent before encoding. Messages say what was
+// wrong with the data ("gzip data is truncated"); the caller names what the data was.
 Result<std::string, CodingError> decode_content(std::string_view encoding, std::string body,
                                                 size_t max_bytes);
 

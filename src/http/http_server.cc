@@ -445,7 +445,7 @@ HttpServer::Step HttpServer::decode_body(Connection& c, ParsedHead& h) {
   const size_t sent = h.request.body.size();
   auto decoded = decode_content(encoding, std::move(h.request.body), options_.max_body_bytes);
   if (!decoded.ok()) {
-    answer_and_close(c.fd, decoded.error().status, decoded.error().message);
+    answer_and_close(c.fd, decoded.error().status, "request body: " + decoded.error().message);
     return Step::kClose;
   }
   h.request.body = std::move(decoded).value();
