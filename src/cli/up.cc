@@ -57,7 +57,8 @@ namespace kvgate::cli {
 namespace up {
 
 int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -117,7 +118,8 @@ uint64_t longest_token_bytes(const gguf::File& f) {
 
 // The engine's key goes in a 0600 file passed with --api-key-file where the build has it:
 // its command line (/proc/PID/cmdline) is readable by every local user.
-Status write_engine_key(const plan::ServerCaps& caps, const fs::path& key_file, plan::ServerSettings& settings) {
+Status write_engine_key(const plan::ServerCaps& caps, const fs::path& key_file,
+                        plan::ServerSettings& settings) {
   if (!caps.accepts("--api-key-file /dev/null")) {
     say("warning: this llama-server build has no --api-key-file: its key is on its command line");
     return {};
@@ -159,7 +161,8 @@ gateway::KvOptions kv_options(const UpConfig& cfg, const plan::ServerCaps& caps,
   std::error_code ec;
   const auto space = fs::space(instance_dir, ec);
   const plan::SavedStateChoice choice = plan::choose_saved_state(
-      caps, {.disk_bytes = cfg.kv_disk, .free_bytes = ec ? 0 : space.available, .where = instance_dir.string()});
+      caps,
+      {.disk_bytes = cfg.kv_disk, .free_bytes = ec ? 0 : space.available, .where = instance_dir.string()});
   if (!choice.enabled()) {
     if (!choice.off_because.empty()) say("conversations' engine state is not saved: " + choice.off_because);
     return kv;
@@ -193,8 +196,9 @@ Result<UpConfig> checked_config(UpOptions& options) {
     cfg.settings.threads = std::max(1u, std::thread::hardware_concurrency() / cfg.engines);
   }
   if (!util::is_loopback_host(cfg.listen.host) && !cfg.api_key) {
-    return Error(fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
-                             cfg.listen.host));
+    return Error(
+        fmt::format("--listen {} is not a loopback address: give --api-key so clients must authenticate",
+                    cfg.listen.host));
   }
   return cfg;
 }
@@ -210,9 +214,10 @@ Status take_model_and_build(const UpConfig& cfg, Prepared& p) {
   KV_ASSIGN_OR_RETURN(p.server, engine::resolve_server(cfg.server));
   KV_ASSIGN_OR_RETURN(auto probed, engine::probe_server(p.server));
   p.caps = probed.caps;
-  p.instance_dir = cfg.state_dir && *cfg.state_dir != "none"
-                       ? fs::path(*cfg.state_dir)
-                       : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
+  p.instance_dir =
+      cfg.state_dir && *cfg.state_dir != "none"
+          ? fs::path(*cfg.state_dir)
+          : engine::cache_root() / "state" / fmt::format("up-{}-{}", cfg.listen.host, cfg.listen.port);
   KV_TRY(util::make_private_dir(p.instance_dir));
   p.key_file = p.instance_dir / "engine.key";
   return {};
@@ -312,8 +317,8 @@ std::shared_ptr<gateway::HttpUpstream> supervised_upstream(engine::Supervisor& s
 // status page's engine and memory panels (uptime counts from the engine's readiness,
 // `ready_since` in steady ms, 0 while not serving).
 Result<gateway::GatewayOptions> up_gateway_options(const UpConfig& cfg, const Prepared& p,
-                                                    engine::Supervisor& supervisor,
-                                                    std::shared_ptr<std::atomic<int64_t>> ready_since) {
+                                                   engine::Supervisor& supervisor,
+                                                   std::shared_ptr<std::atomic<int64_t>> ready_since) {
   const plan::ServerSettings& settings = p.start.settings;
   gateway::GatewayOptions go =
       gateway_options(cfg, {.n_ctx_slot = p.start.memory.n_ctx_slot,
@@ -323,21 +328,25 @@ Result<gateway::GatewayOptions> up_gateway_options(const UpConfig& cfg, const Pr
                             .shifts = p.start.shifts,
                             .model_name = settings.alias.value_or(p.model.filename().string())});
   go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
-  go.on_requests_failing = [&supervisor](const std::string& what) { supervisor.report_requests_failing(what); };
+  go.on_requests_failing = [&supervisor](const std::string& what) {
+    supervisor.report_requests_failing(what);
+  };
   go.kv = p.kv;
   if (cfg.prefill_report) {
     auto prefill = bench::load_prefill_summary(*cfg.prefill_report);
     if (!prefill) return Error("--prefill-report " + prefill.error().message());
     go.bench_prefill = std::move(*prefill);
   }
-  go.engine_report = [&supervisor, ready_since, caps = p.caps, plan = p.start.memory, budget = p.start.budget] {
+  go.engine_report = [&supervisor, ready_since, caps = p.caps, plan = p.start.memory,
+                      budget = p.start.budget] {
     const auto st = supervisor.status();
     const int64_t since = ready_since->load();
     std::optional<double> uptime;
     if (since > 0 && engine::is_serving(st.state)) uptime = static_cast<double>(steady_ms() - since) / 1000.0;
     const engine::ReportedMemory* reported = st.verification ? &st.verification->reported : nullptr;
-    return nlohmann::json{{"engine", engine::engine_status_json(st, caps.fork, caps.describe(), uptime)},
-                          {"memory", engine::memory_status_json(plan, budget.bytes, budget.source, reported)}};
+    return nlohmann::json{
+        {"engine", engine::engine_status_json(st, caps.fork, caps.describe(), uptime)},
+        {"memory", engine::memory_status_json(plan, budget.bytes, budget.source, reported)}};
   };
   return go;
 }
@@ -361,9 +370,9 @@ Result<std::string> open_state(gateway::Gateway& gw, const UpConfig& cfg, const 
 void follow_engine(engine::Supervisor& supervisor, gateway::Gateway& gw,
                    std::shared_ptr<std::atomic<int64_t>> ready_since) {
   auto seen_generation = std::make_shared<uint64_t>(0);  // only the supervisor's thread uses it
-  auto hung = std::make_shared<bool>(false);              // the last engine lost was a zombie
+  auto hung = std::make_shared<bool>(false);             // the last engine lost was a zombie
   supervisor.add_listener([&gw, seen_generation, hung, ready_since](const engine::Transition& t,
-                                                                     const engine::SupervisorStatus& st) {
+                                                                    const engine::SupervisorStatus& st) {
     if (t.to == engine::State::kRestarting) *hung = t.event == engine::Event::kProbeFailed;
     if (st.generation != *seen_generation) {
       if (*seen_generation != 0) gw.on_engine_restart(*hung);
@@ -379,8 +388,9 @@ void follow_engine(engine::Supervisor& supervisor, gateway::Gateway& gw,
 }
 
 void announce_ready(const engine::SupervisorStatus& st, const std::string& gateway_line) {
-  say(fmt::format("ready in {:.1f} s: engine pid {} on {}", static_cast<double>(st.last_start.count()) / 1000.0,
-                  st.pid, st.endpoint ? st.endpoint->base_url() : "?"));
+  say(fmt::format("ready in {:.1f} s: engine pid {} on {}",
+                  static_cast<double>(st.last_start.count()) / 1000.0, st.pid,
+                  st.endpoint ? st.endpoint->base_url() : "?"));
   if (st.verification && !st.verification->checker.empty()) {
     say(fmt::format("startup log checked ({}):", st.verification->checker));
     for (const auto& v : st.verification->verified) say("  ok: " + v);
@@ -394,8 +404,8 @@ void announce_ready(const engine::SupervisorStatus& st, const std::string& gatew
 }
 
 // 5. Serves until a signal (exit 0) or until the supervisor gives up (exit 1).
-int serve_until_stopped(const sigset_t& stop_signals, engine::Supervisor& supervisor, const fs::path& log_file,
-                        const std::string& gateway_line) {
+int serve_until_stopped(const sigset_t& stop_signals, engine::Supervisor& supervisor,
+                        const fs::path& log_file, const std::string& gateway_line) {
   bool announced = false;
   for (;;) {
     siginfo_t info{};
@@ -467,11 +477,13 @@ int run_up(int argc, char** argv) {
   const fs::path log_dir = log_dir_of(cfg);
   auto log = engine::RotatingLog::open(log_dir / "engine.log", cfg.log_max_bytes, cfg.log_keep);
   if (!log) return fail(log.error().message());
-  engine::Supervisor supervisor(supervisor_config(cfg, p, std::shared_ptr<engine::RotatingLog>(std::move(*log))));
-  supervisor.add_listener([lock = p.lock.get(), who = p.who](const engine::Transition&,
-                                                             const engine::SupervisorStatus& st) {
-    if (st.endpoint) lock->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
-  });
+  engine::Supervisor supervisor(
+      supervisor_config(cfg, p, std::shared_ptr<engine::RotatingLog>(std::move(*log))));
+  supervisor.add_listener(
+      [lock = p.lock.get(), who = p.who](const engine::Transition&, const engine::SupervisorStatus& st) {
+        if (st.endpoint)
+          lock->update(fmt::format("{}, engine pid {} on port {}", who, st.pid, st.endpoint->port));
+      });
 
   // 4. The gateway. It listens before the engine starts: a port held by another process is
   // an error, never a silent move to another port (this process holds the lock, so it is
@@ -487,20 +499,22 @@ int run_up(int argc, char** argv) {
   // Route and key are checked from the head, before a body is read (and connections that
   // have not shown a key live in their own, smaller pool).
   http.head_check = [&gw](const http::HttpRequest& head) { return gw.check_head(head); };
-  http::HttpServer server_front(http, [&gw](const http::HttpRequest& r, http::ResponseWriter& w) {
-    gw.handle(r, w);
-  });
-  if (auto st = server_front.start(); !st) return fail(st.error().message() + " (no kvgate up holds it: another program does)");
+  http::HttpServer server_front(
+      http, [&gw](const http::HttpRequest& r, http::ResponseWriter& w) { gw.handle(r, w); });
+  if (auto st = server_front.start(); !st)
+    return fail(st.error().message() + " (no kvgate up holds it: another program does)");
   // A host name that resolved to a non-loopback address needs the key as well.
   if (!server_front.bound_loopback() && !cfg.api_key) {
-    return fail(fmt::format("--listen {} resolves to a non-loopback address: give --api-key so clients must authenticate",
-                            cfg.listen.host),
-                kExitUsage);
+    return fail(
+        fmt::format(
+            "--listen {} resolves to a non-loopback address: give --api-key so clients must authenticate",
+            cfg.listen.host),
+        kExitUsage);
   }
   const std::string gateway_line =
-      fmt::format("gateway: http://{}:{}/v1  ({}; compaction {} at {} tokens{})", cfg.listen.host, server_front.port(),
-                  *state_note, go->compaction ? "on" : "off", go->high_watermark_tokens.value_or(0),
-                  cfg.api_key ? "; clients send --api-key" : "");
+      fmt::format("gateway: http://{}:{}/v1  ({}; compaction {} at {} tokens{})", cfg.listen.host,
+                  server_front.port(), *state_note, go->compaction ? "on" : "off",
+                  go->high_watermark_tokens.value_or(0), cfg.api_key ? "; clients send --api-key" : "");
 
   say(fmt::format("engine: {}", p.caps.describe()));
   say(fmt::format("plan: {}", plan_summary(p.start.memory, p.start.budget.bytes)));

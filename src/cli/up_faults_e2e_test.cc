@@ -47,8 +47,11 @@ class UpEngineFaultsTest : public UpFaultsTest, public ::testing::WithParamInter
     }
   }
 };
-INSTANTIATE_TEST_SUITE_P(Engines, UpEngineFaultsTest, ::testing::Values(plan::Fork::kMainline, plan::Fork::kIk),
-                         [](const ::testing::TestParamInfo<plan::Fork>& i) { return std::string(plan::fork_name(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Engines, UpEngineFaultsTest,
+                         ::testing::Values(plan::Fork::kMainline, plan::Fork::kIk),
+                         [](const ::testing::TestParamInfo<plan::Fork>& i) {
+                           return std::string(plan::fork_name(i.param));
+                         });
 
 TEST_P(UpEngineFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   auto model = synth(*gguf::synth_defaults("qwen3"));
@@ -81,14 +84,13 @@ TEST_P(UpEngineFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
   //    and the end of the stream; the turn is not committed, so sending it again works.
   std::atomic<bool> killed{false};
   const pid_t second = up_->engine_pid();
-  auto st =
-      stream_request(port_, body(messages, 400), {}, 60s, [&](const testing::StreamOutcome& o) {
-        if (!killed && !o.content.empty()) {
-          ::kill(second, SIGKILL);
-          killed = true;
-        }
-        return true;
-      });
+  auto st = stream_request(port_, body(messages, 400), {}, 60s, [&](const testing::StreamOutcome& o) {
+    if (!killed && !o.content.empty()) {
+      ::kill(second, SIGKILL);
+      killed = true;
+    }
+    return true;
+  });
   ASSERT_TRUE(killed.load()) << st.body;
   EXPECT_EQ(st.status, 200);
   EXPECT_FALSE(st.transport_error) << "the client's stream must end properly";
@@ -158,8 +160,8 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   std::string killed_at;
   const bool progress = GetParam() == plan::Fork::kMainline;
   t0 = Clock::now();
-  auto st = stream_request(
-      port_, body(long_prompt("stream"), 4), {}, 120s, [&](const testing::StreamOutcome& o) {
+  auto st =
+      stream_request(port_, body(long_prompt("stream"), 4), {}, 120s, [&](const testing::StreamOutcome& o) {
         if (!killed && !o.comments.empty() &&
             (!progress || o.comments.back().find("prefill") != std::string::npos) && o.content.empty()) {
           killed_at = o.comments.back();

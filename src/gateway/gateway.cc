@@ -11,13 +11,13 @@
 #include "gateway/engine_errors.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
-#include "gateway/work_limits.h"
 #include "gateway/reply.h"
 #include "gateway/request_checks.h"
 #include "gateway/rescue_replay.h"
 #include "gateway/slot_listing.h"
 #include "gateway/stream_relay.h"
 #include "gateway/turn_accounting.h"
+#include "gateway/work_limits.h"
 #include "http/sse.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -69,7 +69,8 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
   responses_ = options_.responses ? options_.responses : std::make_shared<ResponseStore>();
   // A model summary is a continuation of the view: one larger than the context cannot be sent.
   auto& co = options_.compaction_options;
-  if (co.summary_prompt_limit == 0 && options_.context_tokens) co.summary_prompt_limit = *options_.context_tokens;
+  if (co.summary_prompt_limit == 0 && options_.context_tokens)
+    co.summary_prompt_limit = *options_.context_tokens;
 }
 
 Gateway::~Gateway() = default;
@@ -158,9 +159,11 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
     KV_TRY(check_request_head(request, request.method == "POST"));
     return Routed{r.route};
   }
-  if (!authorised(request)) return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
+  if (!authorised(request))
+    return unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>'");
   if (path_known) {
-    return method_not_allowed(fmt::format("{} is not allowed on {}", shown(request.method, 32), shown(request.path, 256)));
+    return method_not_allowed(
+        fmt::format("{} is not allowed on {}", shown(request.method, 32), shown(request.path, 256)));
   }
   return not_found(fmt::format("no route for {} {}", shown(request.method, 32), shown(request.path, 256)));
 }
@@ -178,7 +181,8 @@ std::string error_body(std::string_view path, const ApiError& error) {
 }  // namespace
 
 void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error) {
-  if (anthropic_path(path)) return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
+  if (anthropic_path(path))
+    return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
   send_api_error(writer, error);
 }
 
@@ -199,7 +203,8 @@ void Gateway::handle(const HttpRequest& request, ResponseWriter& writer) {
     if (!route.ok()) return send_error_for(request.path, writer, route.error());
     (this->*route->route)(request, writer);
   } catch (const std::exception& e) {
-    util::log_event(util::LogLevel::kError, "internal_error", {{"path", shown(request.path, 256)}, {"what", e.what()}});
+    util::log_event(util::LogLevel::kError, "internal_error",
+                    {{"path", shown(request.path, 256)}, {"what", e.what()}});
     if (!writer.answered()) {
       send_error_for(request.path, writer, internal_error(std::string("internal error: ") + e.what()));
     }
@@ -236,7 +241,8 @@ ApiStatus Gateway::wait_for_engine(const ClientGone& client_gone) {
     EngineEndpoint ep = upstream_->endpoint();
     if (ep.available) return {};
     if (std::chrono::steady_clock::now() >= deadline || client_gone()) {
-      return unavailable(fmt::format("the engine is not available ({}); retry shortly", ep.state), ep.retry_after_s);
+      return unavailable(fmt::format("the engine is not available ({}); retry shortly", ep.state),
+                         ep.retry_after_s);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
@@ -261,7 +267,8 @@ bool Gateway::wait_for_engine_again(const EngineEndpoint& before, const ClientGo
   return false;
 }
 
-ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const ClientGone& client_gone, RequestRecord& rec) {
+ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const ClientGone& client_gone,
+                                            RequestRecord& rec) {
   auto r = admission_.enter(key, client_gone);
   if (r.ok()) return std::move(r).value();
   const Admission::Refusal& refusal = r.error();
@@ -276,7 +283,8 @@ ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const Client
 
 ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
   if (options_.on_engine_failure &&
-      (e.kind == UpstreamFailure::kConnect || e.kind == UpstreamFailure::kTimeout || e.kind == UpstreamFailure::kBroken)) {
+      (e.kind == UpstreamFailure::kConnect || e.kind == UpstreamFailure::kTimeout ||
+       e.kind == UpstreamFailure::kBroken)) {
     options_.on_engine_failure(e.message);
   }
   switch (e.kind) {
@@ -296,12 +304,14 @@ ApiError Gateway::from_upstream_error(const UpstreamError& e) const {
 ApiError Gateway::from_engine_answer(int status, const std::string& body) const {
   // A 5xx that is not about this request's content (overflow, template, output parsing)
   // may be a wedged engine: let the supervisor look.
-  const bool unexplained = status >= 500 && classify_engine_error(status, body).kind == EngineErrorKind::kOther;
+  const bool unexplained =
+      status >= 500 && classify_engine_error(status, body).kind == EngineErrorKind::kOther;
   if (unexplained) {
     const int in_row = ++engine_errors_in_row_;
     if (options_.on_engine_failure) options_.on_engine_failure(fmt::format("the engine answered {}", status));
     if (in_row >= 2 && options_.on_requests_failing) {
-      options_.on_requests_failing(fmt::format("the engine answered {} to {} requests in a row", status, in_row));
+      options_.on_requests_failing(
+          fmt::format("the engine answered {} to {} requests in a row", status, in_row));
     }
   } else {
     engine_errors_in_row_ = 0;
@@ -315,7 +325,9 @@ std::chrono::milliseconds Gateway::upstream_timeout(uint64_t prompt_tokens, bool
   const double prefill_ms = static_cast<double>(prompt_tokens) * prefill_ms_per_token_.load() * 3.0;
   const auto floor = std::chrono::duration_cast<std::chrono::milliseconds>(options_.min_upstream_timeout);
   const auto wait = std::max(floor, std::chrono::milliseconds(static_cast<int64_t>(prefill_ms)));
-  return whole_answer ? wait + std::chrono::duration_cast<std::chrono::milliseconds>(options_.generation_timeout) : wait;
+  return whole_answer
+             ? wait + std::chrono::duration_cast<std::chrono::milliseconds>(options_.generation_timeout)
+             : wait;
 }
 
 void Gateway::learn_prefill_speed(double ms_per_token, uint64_t tokens) {
@@ -328,9 +340,10 @@ void Gateway::on_engine_restart(bool hung) {
   ++engine_generation_;
   if (const size_t fatal = fatal_.engine_lost(hung); fatal > 0) {
     metrics_.add("fatal_requests_total", static_cast<double>(fatal));
-    util::log_event(util::LogLevel::kWarn, "fatal_request",
-                    {{"requests", fatal},
-                     {"detail", "the engine was lost while working on it; it is not sent to the engine again"}});
+    util::log_event(
+        util::LogLevel::kWarn, "fatal_request",
+        {{"requests", fatal},
+         {"detail", "the engine was lost while working on it; it is not sent to the engine again"}});
   }
 }
 
@@ -396,7 +409,8 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
       }
     }
   } else {
-    StreamRelay relay(writer, cancel, {.head_grace = options_.stream_head_grace, .keepalive = options_.keepalive});
+    StreamRelay relay(writer, cancel,
+                      {.head_grace = options_.stream_head_grace, .keepalive = options_.keepalive});
     // An error before the stream started is the answer; after, an error event in it.
     auto fail = [&](const ApiError& e) {
       if (relay.started()) {
@@ -475,7 +489,8 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
       auto slots = json::parse(r.body, nullptr, false);
       writer.send(r.status, kJsonHeaders, util::json_text(slots_without_content(slots)));
     } else {
-      writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}}, r.body);
+      writer.send(r.status, {{"Content-Type", r.content_type.empty() ? "application/json" : r.content_type}},
+                  r.body);
     }
   }
   metrics_.record(rec);
@@ -488,7 +503,9 @@ void Gateway::health(const HttpRequest&, ResponseWriter& writer) {
                {"gateway", "ok"},
                {"engine", {{"state", ep.state}, {"available", ep.available}}},
                {"queue", {{"active", q.active}, {"waiting", q.waiting}}},
-               {"session_store", !store_ ? "none" : store_failing_.load() ? "failing" : "ok"}};
+               {"session_store", !store_                 ? "none"
+                                 : store_failing_.load() ? "failing"
+                                                         : "ok"}};
   HeaderList headers = kJsonHeaders;
   if (!ep.available) headers.emplace_back("Retry-After", std::to_string(ep.retry_after_s));
   writer.send(ep.available ? 200 : 503, headers, util::json_text(body));
@@ -550,7 +567,8 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
         {"counting", counting_name(tokens_.counting())},
         {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
       {"throughput",
-       {{"prefill_ms_per_token", prefill_ms_per_token_.load()}, {"recent", metrics_.recent(options_.api_keys.empty() ? std::nullopt : std::optional(scope))}}},
+       {{"prefill_ms_per_token", prefill_ms_per_token_.load()},
+        {"recent", metrics_.recent(options_.api_keys.empty() ? std::nullopt : std::optional(scope))}}},
       {"bench_prefill", options_.bench_prefill},
       {"metrics", metrics_.to_json()}};
   if (options_.engine_report) {

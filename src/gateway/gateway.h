@@ -22,8 +22,9 @@
 // or x-api-key; compared in constant time). Each key is a scope: sessions, their listing and
 // the slot owners in /kvgate/v1/status are those of the caller's key only; with several keys
 // no request reuses engine cache another key's requests left in a slot (slot_tenants.h), so
-// neither its cached_tokens nor its speed says what another key sent. Errors are OpenAI-format JSON with proper
-// statuses (Anthropic's format on /v1/messages routes); nothing a client sends reaches an exception outside handle()'s own catch.
+// neither its cached_tokens nor its speed says what another key sent. Errors are OpenAI-format JSON with
+// proper statuses (Anthropic's format on /v1/messages routes); nothing a client sends reaches an exception
+// outside handle()'s own catch.
 //
 // Capacity: chat turns, raw completions and manual compactions go through Admission
 // (admission.h): at most `admission.max_active` work with the engine at once, one per session,
@@ -90,7 +91,7 @@ struct GatewayOptions {
   // Keys clients authenticate with; none: no authentication. Each key is its own scope:
   // conversations made with one key cannot be reached, listed or continued with another.
   std::vector<std::string> api_keys;
-  int slots = 1;                       // engine slots (-np); sessions are pinned to them
+  int slots = 1;  // engine slots (-np); sessions are pinned to them
   size_t max_sessions = 1024;
   // The session store's retention (SessionStore::prune): sessions unused for longer than
   // `session_retention_age`, then all but the `session_retention_count` most recently used,
@@ -100,8 +101,8 @@ struct GatewayOptions {
   int64_t session_retention_count = 20000;
   std::chrono::seconds session_prune_every{600};
   ThinkingOptions thinking;
-  bool count_tokens = true;            // exact prompt accounting where compaction needs it
-  bool always_count_tokens = false;    // count every request exactly, even far below the watermark
+  bool count_tokens = true;          // exact prompt accounting where compaction needs it
+  bool always_count_tokens = false;  // count every request exactly, even far below the watermark
   // How the engine counts prompts (tokens.h): kRender with /apply-template; kChatTokenize
   // with vLLM's /tokenize of chat messages (naming `counting_model` when a request names no
   // model); kEstimate where it cannot: estimates from the request's size at a rate learned
@@ -141,13 +142,13 @@ struct GatewayOptions {
 
   // Context management (see compactor.h, stabiliser.h).
   bool compaction = true;
-  std::optional<uint64_t> context_tokens;        // per-slot context; default: asked from the engine
-  std::optional<uint64_t> high_watermark_tokens; // default: high_watermark_fraction of the context
+  std::optional<uint64_t> context_tokens;         // per-slot context; default: asked from the engine
+  std::optional<uint64_t> high_watermark_tokens;  // default: high_watermark_fraction of the context
   double high_watermark_fraction = 0.8;
-  double low_watermark_fraction = 0.55;          // of the high watermark
-  uint64_t reply_reserve_tokens = 1024;          // room kept for the reply when max_tokens is not given
+  double low_watermark_fraction = 0.55;  // of the high watermark
+  uint64_t reply_reserve_tokens = 1024;  // room kept for the reply when max_tokens is not given
   CompactionOptions compaction_options{.time_limit = std::chrono::seconds(60)};
-  bool model_summaries = true;                   // L2 asks the engine; off: extractive only
+  bool model_summaries = true;  // L2 asks the engine; off: extractive only
   std::chrono::seconds summary_timeout{120};
   StabiliserOptions stabiliser;
   int max_overflow_retries = 2;
@@ -246,7 +247,8 @@ class Gateway {
   void models(const HttpRequest& request, ResponseWriter& writer);
   void head_ok(const HttpRequest& request, ResponseWriter& writer);
   // A Responses request converted, with the stored conversation of its previous_response_id.
-  ApiResult<wire::ResponsesConversion> responses_request(const HttpRequest& request, const std::string& scope);
+  ApiResult<wire::ResponsesConversion> responses_request(const HttpRequest& request,
+                                                         const std::string& scope);
   ApiResult<nlohmann::json> previous_messages(const wire::ClientJson& body, const std::string& scope);
   // The prompt tokens of a chat body as a turn would send it uncompacted (prepared and
   // stabilised), counted with the engine's template and tokenizer.
@@ -284,14 +286,14 @@ class Gateway {
   // that cannot reach the target is a context_length_exceeded error.
   struct CompactionCall {
     uint64_t target = 0;
-    uint64_t first_new = 0;  // history index of the first message of the current request
+    uint64_t first_new = 0;             // history index of the first message of the current request
     const char* trigger = "watermark";  // "watermark", "overflow", "window" or "manual"
     int slot = 0;
     bool summaries = true;  // false: drop the oldest turns (CompactionOptions::summaries)
     uint64_t fit = 0;       // CompactionOptions::fit_tokens
   };
-  ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv, const nlohmann::json& body,
-                                                 const CompactionCall& call);
+  ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
+                                                 const nlohmann::json& body, const CompactionCall& call);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
   // The messages sent upstream for `view` in a request with `body` (its thinking decided).
@@ -330,7 +332,8 @@ class Gateway {
   bool wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone);
   // A place with the engine for `key` (admission.h). On refusal the request record is filled
   // and the error is the one to answer (client_left(): nothing to answer).
-  ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone, RequestRecord& rec);
+  ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone,
+                                     RequestRecord& rec);
   // The engine answered (successfully or with an explained error): not failing.
   void engine_answered() { engine_errors_in_row_ = 0; }
   ApiError from_upstream_error(const UpstreamError& e) const;
@@ -368,9 +371,9 @@ class Gateway {
   mutable std::atomic<int> engine_errors_in_row_{0};  // unexplained engine 5xx since the last good answer
   std::atomic<uint64_t> request_serial_{0};
   std::mutex context_mu_;
-  uint64_t context_tokens_ = 0;             // guarded by context_mu_
-  uint64_t context_generation_ = ~0ULL;     // guarded by context_mu_
-  std::mutex probe_mu_;                     // template_marks()'s answer, per engine generation:
+  uint64_t context_tokens_ = 0;                  // guarded by context_mu_
+  uint64_t context_generation_ = ~0ULL;          // guarded by context_mu_
+  std::mutex probe_mu_;                          // template_marks()'s answer, per engine generation:
   std::optional<TemplateMarks> template_marks_;  // guarded by probe_mu_
   bool template_answered_ = false;               // guarded by probe_mu_ (else asked again at probe_retry_)
   uint64_t template_marks_generation_ = ~0ULL;   // guarded by probe_mu_

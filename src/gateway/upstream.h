@@ -117,8 +117,9 @@ class Upstream {
 class HttpUpstream : public Upstream {
  public:
   explicit HttpUpstream(EndpointProvider provider) : provider_(std::move(provider)) {}
-  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path, const std::string& body,
-                                        std::chrono::milliseconds timeout, CancelScope* cancel) override;
+  UpstreamResult<UpstreamResponse> call(const std::string& method, const std::string& path,
+                                        const std::string& body, std::chrono::milliseconds timeout,
+                                        CancelScope* cancel) override;
   UpstreamResult<int> stream(const std::string& path, const std::string& body, const StreamHandlers& handlers,
                              std::chrono::milliseconds idle_timeout, CancelScope* cancel) override;
   EngineEndpoint endpoint() override { return provider_(); }

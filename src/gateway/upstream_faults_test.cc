@@ -389,7 +389,8 @@ TEST(UpstreamFaultsTest, UnusableModelOutputIsAnsweredNotA500) {
   std::atomic<bool> replay_breaks{false};
   FakeEngine engine([&](const FakeRequest& r, FakeConnection& c) {
     if (FakeEngine::answer_basics(r, c)) return;
-    if (r.path == "/apply-template") return c.answer(200, "application/json", R"({"prompt":"<|im_start|>user\nhi"})");
+    if (r.path == "/apply-template")
+      return c.answer(200, "application/json", R"({"prompt":"<|im_start|>user\nhi"})");
     if (r.path == "/completion" && replay_breaks.load()) return c.abort();
     if (r.path == "/v1/chat/completions" && r.body.find("\"stream\":true") != std::string::npos) {
       // As the engine does when streaming: the head is sent, the parser fails at the end.
