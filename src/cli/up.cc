@@ -303,6 +303,7 @@ std::shared_ptr<gateway::HttpUpstream> supervised_upstream(engine::Supervisor& s
     const auto st = supervisor.status();
     gateway::EngineEndpoint ep;
     ep.available = engine::is_serving(st.state) && st.endpoint.has_value();
+    ep.coming_back = !ep.available && !engine::is_terminal(st.state);
     ep.state = engine::state_name(st.state);
     if (st.endpoint) {
       ep.host = st.endpoint->host;
@@ -327,6 +328,7 @@ Result<gateway::GatewayOptions> up_gateway_options(const UpConfig& cfg, const Pr
                             .max_token_bytes = p.max_token_bytes,
                             .shifts = p.start.shifts,
                             .model_name = settings.alias.value_or(p.model.filename().string())});
+  go.wait_for_restart = cfg.timing.start_timeout + cfg.timing.ready_timeout;
   go.on_engine_failure = [&supervisor](const std::string& what) { supervisor.report_upstream_failure(what); };
   go.on_requests_failing = [&supervisor](const std::string& what) {
     supervisor.report_requests_failing(what);

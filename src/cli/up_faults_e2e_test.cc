@@ -151,6 +151,7 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   const uint64_t prompt_tokens = calib.body["usage"]["prompt_tokens"];
   ASSERT_GT(prefill_ms, 1500) << "the prefill must last long enough to be interrupted";
   std::map<std::string, int> client;
+  const int first_starts = up_->engine_starts();
 
   // Streamed: killed at the first prefill progress the client sees (ik sends no progress:
   // at the first keep-alive before any content, which is also during the prefill).
@@ -216,7 +217,7 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
        {"test", "UpFaultsTest.EngineKilledDuringPrefill"},
        {"faults", 2},
        {"client", client},
-       {"engine_restarts", 2},
+       {"engine_restarts", up_->engine_starts() - first_starts},
        {"measured_ms",
         {{"stream_total", stream_ms}, {"non_stream_total", plain_ms}, {"one_prefill", prefill_ms}}},
        {"result", a.status == 200 && st.done ? "pass" : "fail"}});
@@ -225,7 +226,10 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
 TEST_P(UpEngineFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
   KVGATE_REQUIRE_LONG_SUITE();
   auto model = synth(*gguf::synth_defaults("qwen3"));
-  start(args(model));
+  // Two slots, so that both requests are with the engine when it is found frozen: neither
+  // was alone with it, so neither is taken for its cause (fatal_requests.h; the request that
+  // was alone is EngineStoppedWithOneRequestIsNotSentItAgain).
+  start(args(model, {"--np", "2"}));
   std::map<std::string, int> client;
   ASSERT_EQ(chat(conversation("hang", 1)).status, 200);
   const pid_t engine = up_->engine_pid();
@@ -263,6 +267,71 @@ TEST_P(UpEngineFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
        {"measured_ms", {{"stop_to_both_answered", ms}}},
        {"bound_ms", 20000},
        {"result", a.status == 200 && !st.transport_error ? "pass" : "fail"}});
+}
+
+// The freeze of case 5 in docs/RELIABILITY.md on the real engine: stopped (SIGSTOP) with one
+// request on it, which is all the gateway can see of a request that hangs the engine. That
+// request is not sent to the restarted engine, an identical one is refused before it reaches
+// it, and every other request is served.
+TEST_P(UpEngineFaultsTest, EngineStoppedWithOneRequestIsNotSentItAgain) {
+  KVGATE_REQUIRE_LONG_SUITE();
+  auto model = synth(*gguf::synth_defaults("qwen3"));
+  start(args(model));
+  std::map<std::string, int> client;
+  ASSERT_EQ(chat(conversation("before the freeze", 1)).status, 200);
+  const int starts = up_->engine_starts();
+  const pid_t engine = up_->engine_pid();
+  const json frozen = conversation("the request that froze the engine", 1);
+  // Stopped once kvgate is working with the engine on the request.
+  std::atomic<bool> answered{false};
+  std::atomic<bool> stopped{false};
+  std::jthread stopper([&] {
+    for (;;) {
+      if (answered.load()) return;
+      const json now = status();
+      if (now.is_object() && now.contains("queue") && now["queue"].value("active", 0) > 0) break;
+      std::this_thread::sleep_for(2ms);
+    }
+    ::kill(engine, SIGSTOP);
+    stopped = true;
+  });
+  const auto t0 = Clock::now();
+  auto a = chat(frozen);
+  const double frozen_ms = ms_since(t0);
+  answered = true;
+  stopper.join();
+  if (!stopped.load()) GTEST_SKIP() << "the answer came before the engine could be stopped: " << a.raw;
+  client[kind_of(a)]++;
+  EXPECT_EQ(a.status, 502) << a.raw;
+  EXPECT_NE(a.raw.find("request_stopped_engine"), std::string::npos) << a.raw;
+  EXPECT_FALSE(testing::process_alive(engine)) << "the frozen engine was killed";
+  EXPECT_EQ(up_->engine_starts(), starts + 1)
+      << "one restart, and the request was not sent to the new engine";
+
+  auto again = chat(frozen);
+  client[kind_of(again) + " (the same request again)"]++;
+  EXPECT_EQ(again.status, 400) << again.raw;
+  EXPECT_NE(again.raw.find("request_stopped_engine"), std::string::npos) << again.raw;
+  auto other = chat(conversation("another conversation", 1));
+  client[kind_of(other) + " (another request)"]++;
+  EXPECT_EQ(other.status, 200) << other.raw;
+  EXPECT_EQ(up_->engine_starts(), starts + 1);
+  EXPECT_TRUE(up_->running());
+  record_reliability(
+      "engine_sigstop_one_request",
+      {{"fault",
+        "engine SIGSTOPped while it works on the only request in flight (what a request that hangs it looks "
+        "like)"},
+       {"expected",
+        "the engine is killed and restarted; that request gets a 502 request_stopped_engine and is not sent "
+        "to the "
+        "new engine; the same request again gets a 400 without reaching it; other requests are served"},
+       {"test", "UpEngineFaultsTest.EngineStoppedWithOneRequestIsNotSentItAgain"},
+       {"faults", 1},
+       {"client", client},
+       {"engine_restarts", up_->engine_starts() - starts},
+       {"measured_ms", {{"stop_to_502", frozen_ms}}},
+       {"result", a.status == 502 && again.status == 400 && other.status == 200 ? "pass" : "fail"}});
 }
 
 TEST_F(UpFaultsTest, NonLoopbackListenWithoutAKeyIsRefused) {

@@ -1,5 +1,6 @@
 #include "gateway/fatal_requests.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 namespace kvgate::gateway {
@@ -60,19 +61,18 @@ bool FatalRequests::fatal(uint64_t digest) const {
 }
 
 ApiError fatal_request_error(bool resent) {
+  constexpr const char* kCheaper =
+      "Make it cheaper for the engine (a smaller schema or grammar, fewer tools, a shorter prompt)";
   if (resent) {
-    return bad_request(
-        "an identical request was with the engine when it died or hung and was restarted; kvgate does not "
-        "send it "
-        "again. Make it cheaper for the engine (a smaller schema or grammar, fewer tools, a shorter prompt)",
-        std::nullopt, "request_stopped_engine");
+    return bad_request(fmt::format("an identical request was with the engine when it died or hung and was "
+                                   "restarted; kvgate does not send it again. {}",
+                                   kCheaper),
+                       std::nullopt, "request_stopped_engine");
   }
-  ApiError e = bad_gateway(
-      "the engine died or hung while working on this request and was restarted; kvgate does not send this "
-      "request "
-      "again, nor identical ones. Make it cheaper for the engine (a smaller schema or grammar, fewer tools, "
-      "a "
-      "shorter prompt)");
+  ApiError e =
+      bad_gateway(fmt::format("the engine died or hung while working on this request and was restarted; "
+                              "kvgate does not send this request again, nor identical ones. {}",
+                              kCheaper));
   e.code = "request_stopped_engine";
   return e;
 }

@@ -235,12 +235,17 @@ void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
   writer.send(status, kJsonHeaders, util::json_text(body));
 }
 
+std::chrono::milliseconds Gateway::engine_wait(const EngineEndpoint& ep) const {
+  return ep.coming_back ? std::max(options_.wait_for_engine, options_.wait_for_restart)
+                        : options_.wait_for_engine;
+}
+
 ApiStatus Gateway::wait_for_engine(const ClientGone& client_gone) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.wait_for_engine;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     EngineEndpoint ep = upstream_->endpoint();
     if (ep.available) return {};
-    if (std::chrono::steady_clock::now() >= deadline || client_gone()) {
+    if (std::chrono::steady_clock::now() - start >= engine_wait(ep) || client_gone()) {
       return unavailable(fmt::format("the engine is not available ({}); retry shortly", ep.state),
                          ep.retry_after_s);
     }
@@ -250,21 +255,21 @@ ApiStatus Gateway::wait_for_engine(const ClientGone& client_gone) {
 
 bool Gateway::wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone) {
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + options_.wait_for_engine;
   bool was_down = false;
-  while (std::chrono::steady_clock::now() < deadline) {
+  for (;;) {
     if (client_gone()) return false;
     const EngineEndpoint ep = upstream_->endpoint();
+    const auto waited = std::chrono::steady_clock::now() - start;
     if (!ep.available) {
       was_down = true;
     } else if (was_down || ep.port != before.port) {
       return true;  // a new engine
-    } else if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1500)) {
+    } else if (waited > std::chrono::milliseconds(1500)) {
       return true;  // the same engine, still up: the failure was transient
     }
+    if (waited >= engine_wait(ep)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return false;
 }
 
 ApiResult<Admission::Ticket> Gateway::admit(const std::string& key, const ClientGone& client_gone,

@@ -112,7 +112,12 @@ struct GatewayOptions {
   std::chrono::milliseconds stream_head_grace{1500};
   std::chrono::milliseconds keepalive{10000};
   std::chrono::milliseconds wait_for_engine{30000};  // engine restarting: wait this long, then 503
-  double initial_prefill_ms_per_token = 20.0;        // until measured
+  // While the supervisor brings a new engine up (EngineEndpoint::coming_back), the wait is
+  // this long instead when longer: as long as the supervisor gives a start (kvgate up: its
+  // --start-timeout + --ready-timeout), so a restart slower than wait_for_engine on a busy
+  // machine does not fail the requests that wait for it.
+  std::chrono::milliseconds wait_for_restart{0};
+  double initial_prefill_ms_per_token = 20.0;  // until measured
   // The engine's silence kvgate waits through (before the first byte: at least this, more
   // for long prompts at the measured prefill speed; between stream events: this), then 504
   // or an in-stream error.
@@ -324,8 +329,10 @@ class Gateway {
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
   // Whether a request's client has gone (polled while it waits).
   using ClientGone = std::function<bool()>;
-  // Waits (up to options_.wait_for_engine) for the engine to be available; 503 when it is not.
+  // Waits (up to options_.wait_for_engine, or wait_for_restart while one is coming back) for
+  // the engine to be available; 503 when it is not.
   ApiStatus wait_for_engine(const ClientGone& client_gone);
+  std::chrono::milliseconds engine_wait(const EngineEndpoint& ep) const;
   // After the engine failed a request before answering it: waits until the engine was seen
   // to restart (or stays the same engine for a moment: a transient failure). True when a
   // retry may go ahead.

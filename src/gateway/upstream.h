@@ -36,6 +36,9 @@ struct EngineEndpoint {
   uint16_t port = 0;
   std::string api_key;
   bool available = true;
+  // Not available, and a new engine is on its way (the supervisor is starting, verifying or
+  // restarting one): a request may wait as long as such a start may take.
+  bool coming_back = false;
   std::string state = "ready";  // supervisor state, for messages
   int retry_after_s = 5;
   // When set, requests made for a conversation (ConversationTag) carry its id in this header,

@@ -422,5 +422,44 @@ TEST(UpstreamFaultsTest, UnusableModelOutputIsAnsweredNotA500) {
   ASSERT_TRUE(error_of(b).is_object()) << b.raw;
 }
 
+// A restart slower than wait_for_engine (a busy machine): while the supervisor says a new
+// engine is on its way, a request waits up to wait_for_restart and is answered; an engine
+// that is gone for good (the supervisor gave up) is a 503 after wait_for_engine.
+TEST(UpstreamFaultsTest, RequestsWaitForASlowRestartButNotForAFailedEngine) {
+  FakeEngine engine([](const FakeRequest& r, FakeConnection& c) {
+    if (!FakeEngine::answer_basics(r, c)) FakeEngine::answer_chat(r, c);
+  });
+  GatewayOptions o = fake_options();
+  o.wait_for_engine = 300ms;
+  o.wait_for_restart = 10s;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> failed{false};
+  Front front(
+      [&] {
+        EngineEndpoint ep = engine.endpoint();
+        if (failed.load()) {
+          ep.available = false;
+          ep.state = "failed";
+        } else if (std::chrono::steady_clock::now() - t0 < 2s) {
+          ep.available = false;
+          ep.coming_back = true;
+          ep.state = "restarting";
+        }
+        return ep;
+      },
+      o);
+  auto client = front.client();
+  auto a = post_json(client, "/v1/chat/completions", chat_body("after a slow restart"));
+  EXPECT_EQ(a.status, 200) << a.raw;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 2s) << "answered only once the engine was back";
+
+  failed = true;
+  const auto t1 = std::chrono::steady_clock::now();
+  a = post_json(client, "/v1/chat/completions", chat_body("to a failed engine"));
+  EXPECT_EQ(a.status, 503) << a.raw;
+  EXPECT_NE(a.raw.find("failed"), std::string::npos) << a.raw;
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 5s) << "no restart to wait for";
+}
+
 }  // namespace
 }  // namespace kvgate::gateway
