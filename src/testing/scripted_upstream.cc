@@ -1,5 +1,9 @@
 #include "testing/scripted_upstream.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include "util/json.h"
@@ -22,7 +26,8 @@ std::string content_text(const json& m) {
   std::string out;
   if (c->is_array()) {
     for (const auto& part : *c) {
-      if (part.is_object() && part.contains("text") && part["text"].is_string()) out += part["text"].get<std::string>();
+      if (part.is_object() && part.contains("text") && part["text"].is_string())
+        out += part["text"].get<std::string>();
     }
   }
   return out;
@@ -31,7 +36,10 @@ std::string content_text(const json& m) {
 std::string event(const json& data) { return "data: " + util::json_text(data) + "\n\n"; }
 
 json chunk(const std::string& id, json choices) {
-  return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", 1700000000}, {"model", "fake"},
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", 1700000000},
+          {"model", "fake"},
           {"choices", std::move(choices)}};
 }
 
@@ -50,20 +58,21 @@ ScriptedAnswer ScriptedAnswer::reply(std::string content) {
 ScriptedAnswer ScriptedAnswer::overflow(uint64_t prompt_tokens, uint64_t n_ctx) {
   ScriptedAnswer a;
   a.status = 400;
-  a.body = util::json_text(json{
-      {"error",
-       {{"code", 400},
-        {"message", fmt::format("the request exceeds the available context size ({} tokens, context {})",
-                                prompt_tokens, n_ctx)},
-        {"type", "exceed_context_size_error"},
-        {"n_prompt_tokens", prompt_tokens},
-        {"n_ctx", n_ctx}}}});
+  a.body = util::json_text(
+      json{{"error",
+            {{"code", 400},
+             {"message", fmt::format("the request exceeds the available context size ({} tokens, context {})",
+                                     prompt_tokens, n_ctx)},
+             {"type", "exceed_context_size_error"},
+             {"n_prompt_tokens", prompt_tokens},
+             {"n_ctx", n_ctx}}}});
   return a;
 }
 
 ScriptedAnswer ScriptedAnswer::output_parse_error(std::string streamed) {
   ScriptedAnswer a;
-  const json error = {{"error", {{"code", 500}, {"message", "Failed to parse input at pos 12"}, {"type", "server_error"}}}};
+  const json error = {
+      {"error", {{"code", 500}, {"message", "Failed to parse input at pos 12"}, {"type", "server_error"}}}};
   a.status = 500;
   a.body = util::json_text(error);
   a.content = std::move(streamed);
@@ -74,7 +83,8 @@ ScriptedAnswer ScriptedAnswer::output_parse_error(std::string streamed) {
 ScriptedAnswer ScriptedAnswer::stream_failure(std::string streamed, std::string message) {
   ScriptedAnswer a;
   a.content = std::move(streamed);
-  a.stream_error = json{{"error", {{"code", 500}, {"message", std::move(message)}, {"type", "server_error"}}}};
+  a.stream_error =
+      json{{"error", {{"code", 500}, {"message", std::move(message)}, {"type", "server_error"}}}};
   return a;
 }
 
@@ -107,7 +117,9 @@ uint64_t ScriptedUpstream::tokens(const std::string& prompt) {
   uint64_t n = 0;
   for (size_t i = 0; i < prompt.size();) {
     const std::string_view rest = std::string_view(prompt).substr(i);
-    const size_t special = rest.starts_with(kStart) ? kStart.size() : rest.starts_with(kEnd) ? kEnd.size() : 0;
+    const size_t special = rest.starts_with(kStart) ? kStart.size()
+                           : rest.starts_with(kEnd) ? kEnd.size()
+                                                    : 0;
     i += special > 0 ? special : 1;
     ++n;
   }
@@ -120,7 +132,8 @@ ScriptedAnswer ScriptedUpstream::next_answer() {
   if (answers_.empty()) return ScriptedAnswer::reply(fmt::format("reply {}", replies_));
   ScriptedAnswer a = std::move(answers_.front());
   answers_.pop_front();
-  if (a.status == 200 && a.content.empty() && !a.tool_calls.is_array()) a.content = fmt::format("reply {}", replies_);
+  if (a.status == 200 && a.content.empty() && !a.tool_calls.is_array())
+    a.content = fmt::format("reply {}", replies_);
   return a;
 }
 
@@ -150,13 +163,14 @@ json ScriptedUpstream::whole_answer(const ScriptedAnswer& a, const json& request
   json message = {{"role", "assistant"}, {"content", a.content}};
   if (a.tool_calls.is_array()) message["tool_calls"] = a.tool_calls;
   const std::string prompt = render(request.value("messages", json::array()));
-  json answer = {{"id", "chatcmpl-fake"},
-                 {"object", "chat.completion"},
-                 {"created", 1700000000},
-                 {"model", "fake"},
-                 {"choices", json::array({{{"index", 0},
-                                           {"message", message},
-                                           {"finish_reason", a.tool_calls.is_array() ? "tool_calls" : "stop"}}})}};
+  json answer = {
+      {"id", "chatcmpl-fake"},
+      {"object", "chat.completion"},
+      {"created", 1700000000},
+      {"model", "fake"},
+      {"choices", json::array({{{"index", 0},
+                                {"message", message},
+                                {"finish_reason", a.tool_calls.is_array() ? "tool_calls" : "stop"}}})}};
   answer.update(usage_for(prompt, a.content, request.value("id_slot", 0)));
   return answer;
 }
@@ -168,11 +182,13 @@ std::vector<std::string> ScriptedUpstream::stream_events(const ScriptedAnswer& a
   if (request.value("return_progress", false)) {
     const uint64_t total = usage["usage"]["prompt_tokens"];
     json progress = chunk("chatcmpl-fake", json::array());
-    progress["prompt_progress"] = {{"total", total}, {"cache", usage["timings"]["cache_n"]}, {"processed", total}};
+    progress["prompt_progress"] = {
+        {"total", total}, {"cache", usage["timings"]["cache_n"]}, {"processed", total}};
     out.push_back(event(progress));
   }
   out.push_back(event(chunk("chatcmpl-fake", delta({{"role", "assistant"}, {"content", nullptr}}, nullptr))));
-  if (!a.content.empty()) out.push_back(event(chunk("chatcmpl-fake", delta({{"content", a.content}}, nullptr))));
+  if (!a.content.empty())
+    out.push_back(event(chunk("chatcmpl-fake", delta({{"content", a.content}}, nullptr))));
   if (a.stream_error) {
     out.push_back(event(*a.stream_error));
     return out;
@@ -182,12 +198,69 @@ std::vector<std::string> ScriptedUpstream::stream_events(const ScriptedAnswer& a
     for (size_t i = 0; i < calls.size(); ++i) calls[i]["index"] = i;
     out.push_back(event(chunk("chatcmpl-fake", delta({{"tool_calls", calls}}, nullptr))));
   }
-  out.push_back(event(chunk("chatcmpl-fake", delta(json::object(), a.tool_calls.is_array() ? "tool_calls" : "stop"))));
+  out.push_back(
+      event(chunk("chatcmpl-fake", delta(json::object(), a.tool_calls.is_array() ? "tool_calls" : "stop"))));
   json last = chunk("chatcmpl-fake", json::array());
   last.update(usage);
   out.push_back(event(last));
   out.push_back("data: [DONE]\n\n");
   return out;
+}
+
+void ScriptedUpstream::keep_slot_states_in(std::filesystem::path dir) {
+  std::lock_guard lock(mu_);
+  state_dir_ = std::move(dir);
+}
+
+UpstreamResponse ScriptedUpstream::slot_action(const std::string& path, const json& request) {
+  auto error = [](int status, const std::string& message) {
+    return UpstreamResponse{status,
+                            util::json_text(json{{"error", {{"code", status}, {"message", message}}}}),
+                            "application/json"};
+  };
+  const size_t q = path.find("?action=");
+  const int slot = std::atoi(path.c_str() + std::string_view("/slots/").size());
+  const std::string action = q == std::string::npos ? "" : path.substr(q + 8);
+  std::lock_guard lock(mu_);
+  if (state_dir_.empty()) return error(501, "This server does not support slots action.");
+  if (action == "erase") {
+    const uint64_t erased = tokens(slot_prompt_[slot]);
+    slot_prompt_[slot].clear();
+    return UpstreamResponse{200, util::json_text(json{{"id_slot", slot}, {"n_erased", erased}}),
+                            "application/json"};
+  }
+  const std::string filename = request.value("filename", "");
+  if (filename.empty() || filename.find('/') != std::string::npos) return error(400, "Invalid filename");
+  const std::filesystem::path file = state_dir_ / filename;
+  if (action == "save") {
+    const std::string& text = slot_prompt_[slot];
+    const uint32_t head[3] = {0x67677371u, 1, static_cast<uint32_t>(tokens(text))};
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(head), sizeof head);
+    out << text;
+    if (!out) return error(500, "failed to save the slot");
+    return UpstreamResponse{200,
+                            util::json_text(json{{"id_slot", slot},
+                                                 {"filename", filename},
+                                                 {"n_saved", head[2]},
+                                                 {"n_written", sizeof head + text.size()},
+                                                 {"timings", {{"save_ms", 0.1}}}}),
+                            "application/json"};
+  }
+  if (action == "restore") {
+    std::ifstream in(file, std::ios::binary);
+    uint32_t head[3] = {0, 0, 0};
+    if (!in.read(reinterpret_cast<char*>(head), sizeof head) || head[0] != 0x67677371u) {
+      return error(400, "failed to restore the slot");
+    }
+    slot_prompt_[slot].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return UpstreamResponse{
+        200,
+        util::json_text(
+            json{{"id_slot", slot}, {"filename", filename}, {"n_restored", head[2]}, {"n_read", 12}}),
+        "application/json"};
+  }
+  return error(400, "Invalid action");
 }
 
 UpstreamResult<UpstreamResponse> ScriptedUpstream::answer(const Request& r) {
@@ -200,14 +273,16 @@ UpstreamResult<UpstreamResponse> ScriptedUpstream::answer(const Request& r) {
     renders = renders_;
   }
   if (method == "GET" && path == "/props") {
-    return UpstreamResponse{200, util::json_text(json{{"default_generation_settings", {{"n_ctx", context_}}}}),
+    return UpstreamResponse{200,
+                            util::json_text(json{{"default_generation_settings", {{"n_ctx", context_}}}}),
                             "application/json"};
   }
   if (path == "/apply-template" && !renders)
     return UpstreamResponse{404, R"({"error":"Not Found"})", "application/json"};
   if (path == "/apply-template") {
-    return UpstreamResponse{200, util::json_text(json{{"prompt", render(request.value("messages", json::array()))}}),
-                            "application/json"};
+    return UpstreamResponse{
+        200, util::json_text(json{{"prompt", render(request.value("messages", json::array()))}}),
+        "application/json"};
   }
   if (path == "/tokenize") {
     const std::string text = request.value("content", "");
@@ -224,6 +299,7 @@ UpstreamResult<UpstreamResponse> ScriptedUpstream::answer(const Request& r) {
     }
     return UpstreamResponse{200, util::json_text(json{{"tokens", ids}}), "application/json"};
   }
+  if (method == "POST" && path.starts_with("/slots/")) return slot_action(path, request);
   if (path == "/v1/chat/completions") {
     const ScriptedAnswer a = next_answer();
     if (a.failure) return *a.failure;
@@ -234,7 +310,8 @@ UpstreamResult<UpstreamResponse> ScriptedUpstream::answer(const Request& r) {
                           "application/json"};
 }
 
-UpstreamResult<int> ScriptedUpstream::answer_stream(const Request& r, const gateway::StreamHandlers& handlers) {
+UpstreamResult<int> ScriptedUpstream::answer_stream(const Request& r,
+                                                    const gateway::StreamHandlers& handlers) {
   const std::string& path = r.path;
   const json& request = r.json;
   std::vector<std::string> events;
@@ -247,8 +324,12 @@ UpstreamResult<int> ScriptedUpstream::answer_stream(const Request& r, const gate
       text = replay_text_;
     }
     events.push_back(event({{"content", text}, {"stop", false}}));
-    events.push_back(event({{"content", ""}, {"stop", true}, {"stop_type", "eos"}, {"tokens_predicted", 5},
-                            {"tokens_evaluated", 40}, {"timings", {{"cache_n", 39}, {"prompt_n", 1}}}}));
+    events.push_back(event({{"content", ""},
+                            {"stop", true},
+                            {"stop_type", "eos"},
+                            {"tokens_predicted", 5},
+                            {"tokens_evaluated", 40},
+                            {"timings", {{"cache_n", 39}, {"prompt_n", 1}}}}));
   } else {
     const ScriptedAnswer a = next_answer();
     if (a.failure) return *a.failure;

@@ -13,6 +13,10 @@
 //                             prompt of the same id_slot
 //   POST /completion          (the rescue's replay) the scripted replay text, streamed
 //   GET  /props               the slot's context
+//   POST /slots/N?action=…     with keep_slot_states_in(DIR): save writes the slot's contents
+//                             to DIR/FILENAME as a state file ("ggsq" header, then the text),
+//                             restore reads one back into the slot, erase empties it;
+//                             without: 501, as a server without --slot-save-path answers
 // Every call is recorded (UpstreamDouble::calls).
 //
 // Thread-safety: all methods may be called from any thread (one mutex).
@@ -20,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -34,10 +39,10 @@
 namespace kvgate::testing {
 
 struct ScriptedAnswer {
-  int status = 200;                    // an HTTP error answer when not 200 (with `body`)
+  int status = 200;  // an HTTP error answer when not 200 (with `body`)
   std::string body;
-  std::string content;                 // the reply (200); a plain reply when empty
-  nlohmann::json tool_calls;           // the reply's tool calls (array), if any
+  std::string content;        // the reply (200); a plain reply when empty
+  nlohmann::json tool_calls;  // the reply's tool calls (array), if any
   // Streamed: after the content, this error event ends the stream (no finish chunk, no [DONE]).
   std::optional<nlohmann::json> stream_error;
   std::optional<gateway::UpstreamError> failure;  // no answer at all
@@ -62,6 +67,9 @@ class ScriptedUpstream : public UpstreamDouble {
   void set_replay_text(std::string text);
   // Whether POST /apply-template is answered (false: 404, as a server without it answers).
   void set_renders(bool renders);
+  // Answers the slot actions of KV state saving with files in `dir` (the engine's
+  // --slot-save-path).
+  void keep_slot_states_in(std::filesystem::path dir);
 
   // The prompt the template makes of `messages` (the engine's rendering as above).
   static std::string render(const nlohmann::json& messages);
@@ -72,23 +80,26 @@ class ScriptedUpstream : public UpstreamDouble {
 
  protected:
   gateway::UpstreamResult<gateway::UpstreamResponse> answer(const Request& request) override;
-  gateway::UpstreamResult<int> answer_stream(const Request& request, const gateway::StreamHandlers& handlers) override;
+  gateway::UpstreamResult<int> answer_stream(const Request& request,
+                                             const gateway::StreamHandlers& handlers) override;
 
  private:
   ScriptedAnswer next_answer();
   // The usage and timings of `reply` to `prompt` in `slot`: the prompt's tokens and what the
   // slot had cached of them (the slot then holds both).
   nlohmann::json usage_for(const std::string& prompt, const std::string& reply, int slot);
+  gateway::UpstreamResponse slot_action(const std::string& path, const nlohmann::json& request);
   nlohmann::json whole_answer(const ScriptedAnswer& a, const nlohmann::json& request);
   std::vector<std::string> stream_events(const ScriptedAnswer& a, const nlohmann::json& request);
 
   const uint64_t context_;
   mutable std::mutex mu_;
-  std::deque<ScriptedAnswer> answers_;     // guarded by mu_
+  std::deque<ScriptedAnswer> answers_;      // guarded by mu_
   std::string replay_text_ = "plain text";  // guarded by mu_
   bool renders_ = true;                     // guarded by mu_
   std::map<int, std::string> slot_prompt_;  // guarded by mu_: the last prompt per slot
-  uint64_t replies_ = 0;                   // guarded by mu_
+  std::filesystem::path state_dir_;         // guarded by mu_
+  uint64_t replies_ = 0;                    // guarded by mu_
 };
 
 }  // namespace kvgate::testing
