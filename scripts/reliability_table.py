@@ -16,6 +16,7 @@ import sys
 
 ORDER = [
     "engine_sigkill_between_and_mid_stream", "engine_sigkill_during_prefill", "engine_sigstop",
+    "engine_sigstop_one_request",
     "engine_5xx_healthy_health", "engine_garbage", "engine_truncated_sse", "engine_stall_after_headers",
     "store_disk_full_read_only", "store_locked", "kvgate_sigkill_restart",
     "abuse_oversized", "abuse_slow_clients", "abuse_many_sessions_table", "abuse_many_sessions_engine",

@@ -331,6 +331,13 @@ void SessionTable::find_thread(const std::string& scope, const std::string& clie
   }
   m.session = create(free_id, scope, true);
   m.created = true;
+  // Until its first turn commits, a new thread is known by the request that started it: the
+  // same request sent again before its answer (a client's early retry) joins it instead of
+  // starting another sibling.
+  std::lock_guard slock(m.session->mu);
+  m.session->thread_keys.identity = thread_identity(request);
+  m.session->thread_keys.chain = request.chain;
+  m.session->thread_keys.request_messages = request.chain.size();
 }
 
 std::shared_ptr<Session> SessionTable::find_window(const std::string& scope, const RequestKeys& request,

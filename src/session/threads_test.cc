@@ -74,6 +74,26 @@ TEST(ThreadsTest, ThreadIdsCannotBeNamedByAnotherFamily) {
   EXPECT_EQ(thread_session_id(kScope, "abc", 2).find(scoped_session_id(kScope, "")), std::string::npos);
 }
 
+TEST(ThreadsTest, TheSameFirstRequestAgainBeforeItsAnswerJoinsItsThread) {
+  // A client that sends its first turn again before the answer came (an early retry, or a
+  // burst of the same request): one thread, not a sibling per copy.
+  SessionTable table;
+  const json first = json::array({msg("system", "You are an agent."), msg("user", "fix the bug")});
+  auto a = table.find_or_create(kScope, RequestKeys::of(first), std::string("ses-1"));
+  auto b = table.find_or_create(kScope, RequestKeys::of(first), std::string("ses-1"));
+  EXPECT_TRUE(a.created);
+  EXPECT_EQ(a.session, b.session);
+  EXPECT_FALSE(b.created);
+  // Another request under the id while the first is still unanswered is still a sibling.
+  const json other = json::array({msg("system", "You are an agent."), msg("user", "write the docs")});
+  auto c = table.find_or_create(kScope, RequestKeys::of(other), std::string("ses-1"));
+  EXPECT_NE(c.session, a.session);
+  const json title = json::array({msg("system", "You write titles."), msg("user", "fix the bug")});
+  auto d = table.find_or_create(kScope, RequestKeys::of(title), std::string("ses-1"));
+  EXPECT_NE(d.session, a.session);
+  EXPECT_NE(d.session, c.session);
+}
+
 // ---- opencode's recorded requests ------------------------------------------------------
 
 const std::filesystem::path kOpencode =
