@@ -63,6 +63,7 @@ ApiResult<TurnInput> ChatCompletionsAdapter::input(const HttpRequest& request, s
   const StreamFlags flags = stream_flags(body);
   in.stream = flags.stream;
   in.include_usage = flags.include_usage;
+  if (auto tools = util::member_text(request.body, "tools")) in.tools_text = *tools;
   in.body = std::move(body);
   in.scope = std::move(scope);
   in.api = "chat";

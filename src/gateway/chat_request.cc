@@ -9,6 +9,7 @@
 #include "gateway/request_checks.h"
 #include "gateway/request_limits.h"
 #include "rescue/relaxed_json.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -144,6 +145,14 @@ ApiResult<Json> parse_body_as(std::string_view text, size_t max_depth) {
 }
 
 }  // namespace
+
+std::string tools_as_written(std::string_view written, const json& body) {
+  auto tools = body.find("tools");
+  if (written.empty() || tools == body.end() || !tools->is_array() || tools->empty()) return {};
+  const auto ordered = nlohmann::ordered_json::parse(written, nullptr, false);
+  if (ordered.is_discarded() || json(ordered) != *tools) return {};
+  return util::json_text(ordered);
+}
 
 ApiResult<json> parse_json_body(std::string_view text, size_t max_depth) { return parse_body_as<json>(text, max_depth); }
 

@@ -28,6 +28,9 @@ struct ChatRequest {
   std::string model;
   std::optional<std::string> user;
   bool has_tools = false;
+  // body["tools"] as JSON text with the keys in the order the client wrote them (what the
+  // engine renders into the prompt); empty: the body's own value, keys sorted, is sent.
+  std::string tools_text;
 
   nlohmann::json& messages() { return body["messages"]; }
   const nlohmann::json& messages() const { return body.at("messages"); }
@@ -37,6 +40,10 @@ struct ChatRequest {
 ApiResult<ChatRequest> parse_chat_request(std::string_view text);
 // The same for a body that is already parsed (e.g. after history repair).
 ApiResult<ChatRequest> make_chat_request(nlohmann::json body);
+// The body's tools as JSON text in the client's key order: `written` (the client's own text
+// of them, TurnInput::tools_text) re-written compact when it holds the same JSON as
+// body["tools"] (history repair may have changed them); empty otherwise.
+std::string tools_as_written(std::string_view written, const nlohmann::json& body);
 // Validates an already parsed body (same rules); used for requests built internally too.
 ApiStatus validate_chat_body(const nlohmann::json& body);
 

@@ -50,7 +50,8 @@ json raw_text_completion(const std::string& model, const std::string& text, cons
 
 }  // namespace
 
-std::optional<json> Gateway::rescue_completion(const json& body, const std::string& reason, CancelScope& cancel) {
+std::optional<json> Gateway::rescue_completion(const json& body, const std::string& model, const std::string& reason,
+                                               CancelScope& cancel) {
   if (!replayable(body)) return std::nullopt;
   ReplayText text;
   const EventStreamEnd stream = stream_events(
@@ -70,7 +71,7 @@ std::optional<json> Gateway::rescue_completion(const json& body, const std::stri
   const auto cached = std::min<uint64_t>(prompt, static_cast<uint64_t>(std::max(0, text.tokens_cached())));
   const auto completion = static_cast<uint64_t>(std::max(0, text.tokens_predicted()));
   json answer =
-      raw_text_completion(options_.model_name, content, text.stopped_by_limit() ? "length" : "stop");
+      raw_text_completion(model, content, text.stopped_by_limit() ? "length" : "stop");
   answer["usage"] = {{"prompt_tokens", prompt},
                      {"completion_tokens", completion},
                      {"total_tokens", prompt + completion},
@@ -78,13 +79,14 @@ std::optional<json> Gateway::rescue_completion(const json& body, const std::stri
   return answer;
 }
 
-std::optional<std::string> Gateway::raw_completion_stream_end(const json& event, std::string_view data) {
+std::optional<std::string> Gateway::raw_completion_stream_end(const json& event, std::string_view data,
+                                                              const std::string& model) {
   if (!event.is_object() || !event.contains("error") || !is_output_error_message(data)) return std::nullopt;
   metrics_.add("rescues_total{outcome=\"raw\"}");
   util::log_event(
       util::LogLevel::kWarn, "rescue",
       {{"route", "completions"}, {"reason", std::string(data)}, {"outcome", "raw"}, {"stream", true}});
-  return "data: " + util::json_text(raw_text_completion(options_.model_name, "", "stop")) +
+  return "data: " + util::json_text(raw_text_completion(model, "", "stop")) +
          "\n\ndata: [DONE]\n\n";
 }
 

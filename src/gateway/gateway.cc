@@ -6,28 +6,19 @@
 #include <fmt/format.h>
 
 #include "gateway/chat_completions.h"
-#include "gateway/chat_request.h"
-#include "gateway/disconnect_watch.h"
 #include "gateway/engine_errors.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
 #include "gateway/reply.h"
 #include "gateway/request_checks.h"
-#include "gateway/rescue_replay.h"
 #include "gateway/slot_listing.h"
-#include "gateway/stream_relay.h"
-#include "gateway/turn_accounting.h"
-#include "gateway/work_limits.h"
-#include "http/sse.h"
 #include "util/json.h"
 #include "util/log.h"
-#include "util/time.h"
 #include "wire/anthropic_reply.h"
 
 namespace kvgate::gateway {
 
 using http::HeaderList;
-using http::SseParser;
 using session::scope_of_key;
 
 using nlohmann::json;
@@ -233,125 +224,6 @@ void Gateway::send_error(ResponseWriter& writer, const ApiError& error) { send_a
 
 void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
   writer.send(status, kJsonHeaders, util::json_text(body));
-}
-
-void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto parsed = parse_json_body(request.body);
-  if (!parsed.ok()) return send_error(writer, parsed.error());
-  const json& body = *parsed;
-  if (auto valid = validate_completion_body(body); !valid.ok()) return send_error(writer, valid.error());
-  if (auto bounded = check_work_limits(body); !bounded.ok()) return send_error(writer, bounded.error());
-  const uint64_t digest = FatalRequests::digest(request.body);
-  if (fatal_.fatal(digest)) return send_error(writer, fatal_request_error(true));
-  RequestRecord rec{.route = "completions", .stream = body.contains("stream") && body["stream"] == true};
-  const ClientGone client_gone = [&writer] { return writer.client_gone(); };
-  auto ticket = admit(fmt::format("completion:{}", ++request_serial_), client_gone, rec);
-  if (!ticket.ok()) {
-    metrics_.record(rec);
-    if (!client_left(ticket.error())) send_error(writer, ticket.error());
-    return;
-  }
-  if (auto ready = wait_for_engine(client_gone); !ready.ok()) return send_error(writer, ready.error());
-  // The engine puts a raw completion in a slot of its choosing: what any slot holds is then
-  // unknown (saved first, so no conversation loses more than its cache).
-  if (kv_) kv_->before_foreign_use(engine_generation_.load());
-  const FatalRequests::InFlight in_flight = fatal_.enter(digest);
-  CancelScope cancel;
-  json sent = body;
-  if (!sent.contains("seed") || !sent["seed"].is_number_integer()) sent["seed"] = replay_seed();
-  if (tenants_.isolating()) {
-    // With several keys the slot is kvgate's choice (a client's id_slot too could name a slot
-    // another key used): one per key, the least recently used, holding only this key's content.
-    const std::string scope = caller_scope(request).value_or("");
-    const int slot = slots_.acquire("completion\x1f" + scope).first;
-    sent["id_slot"] = slot;
-    if (!keep_slot_private(slot, scope, false)) sent["cache_prompt"] = false;
-  }
-  if (!rec.stream) {
-    std::optional<DisconnectWatch> watch(std::in_place, client_gone, cancel);
-    auto res =
-        upstream_->call("POST", "/v1/completions", util::json_text(sent), upstream_timeout(0, true), &cancel);
-    watch.reset();
-    if (!res.ok()) {
-      auto e = from_upstream_error(res.error());
-      rec.status = e.status;
-      rec.error_kind = e.code.value_or("upstream");
-      if (res.error().kind != UpstreamFailure::kCancelled) send_error(writer, e);
-    } else {
-      const UpstreamResponse& r = *res;
-      rec.status = r.status;
-      if (r.status == 200) {
-        engine_answered();
-        record_usage(rec, usage_from(json::parse(r.body, nullptr, false)));
-        writer.send(200, kJsonHeaders, r.body);
-      } else if (auto rescued = is_output_parse_error(r.status, r.body)
-                                    ? rescue_completion(sent, r.body, cancel)
-                                    : std::nullopt) {
-        engine_answered();
-        rec.status = 200;
-        record_usage(rec, usage_from(*rescued));
-        send_json(writer, 200, *rescued);
-      } else {
-        send_error(writer, from_engine_answer(r.status, r.body));
-      }
-    }
-  } else {
-    StreamRelay relay(writer, cancel,
-                      {.head_grace = options_.stream_head_grace, .keepalive = options_.keepalive});
-    // An error before the stream started is the answer; after, an error event in it.
-    auto fail = [&](const ApiError& e) {
-      if (relay.started()) {
-        relay.write("data: " + util::json_text(e.to_json()) + "\n\n");
-      } else {
-        relay.finish();
-        send_error(writer, e);
-      }
-    };
-    SseParser parser;
-    std::string error_body;
-    int status = 0;
-    bool ended = false;  // by kvgate, for an output the engine refused
-    const auto relay_events = [&](std::string_view data) {
-      if (status != 200) {
-        error_body.append(data);
-        return error_body.size() < (1 << 20);
-      }
-      for (const auto& ev : parser.feed(data)) {
-        if (ended) break;
-        if (!ev.comment_only) {
-          auto chunk = json::parse(ev.data, nullptr, false);
-          if (const Usage u = usage_from(chunk); u.known) record_usage(rec, u);
-          if (auto end = raw_completion_stream_end(chunk, ev.data)) {
-            ended = true;
-            if (!relay.write(*end)) return false;
-            continue;
-          }
-        }
-        if (!relay.write(ev.raw)) return false;
-      }
-      return true;
-    };
-    const auto on_start = [&](int s, const std::string&) {
-      status = s;
-      return true;
-    };
-    auto res = upstream_->stream("/v1/completions", util::json_text(sent),
-                                 {.on_start = on_start, .on_data = relay_events}, upstream_timeout(0, false),
-                                 &cancel);
-    rec.status = status;
-    if (status == 200 && res.ok()) engine_answered();
-    if (!res.ok()) {
-      auto e = from_upstream_error(res.error());
-      rec.error_kind = e.code.value_or("upstream");
-      if (res.error().kind != UpstreamFailure::kCancelled) fail(e);
-    } else if (status != 200) {
-      fail(from_engine_answer(status, error_body));
-    }
-    relay.finish();
-  }
-  rec.total_ms = util::ms_since(t0);
-  metrics_.record(rec);
 }
 
 void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {

@@ -257,19 +257,37 @@ class Gateway {
   ApiResult<nlohmann::json> previous_messages(const wire::ClientJson& body, const std::string& scope);
   // The prompt tokens of a chat body as a turn would send it uncompacted (prepared and
   // stabilised), counted with the engine's template and tokenizer.
-  ApiResult<uint64_t> count_prompt(nlohmann::json body, ResponseWriter& writer);
+  // The prompt tokens of a converted chat body as a turn would send it (`tools_text`: its tools
+  // as the client wrote them, TurnInput::tools_text).
+  ApiResult<uint64_t> count_prompt(nlohmann::json body, std::string_view tools_text, ResponseWriter& writer);
   RelayOptions relay_options() const;
   // A turn refused before it began (its body is not JSON): the record and the error.
   void refuse_turn(const std::string& api, const ApiError& error, TurnOutput& output);
+  // POST /v1/completions (completions_route.cc): checked, admitted, then sent whole or
+  // streamed; once more to a restarted engine that lost it before answering.
+  struct RawCompletion {
+    uint64_t digest = 0;  // FatalRequests::digest of the client's body
+    RequestRecord rec;
+    std::string model;  // the id answers carry
+    std::function<bool()> client_gone;
+    nlohmann::json sent;  // the body sent to the engine
+    int engine_retries = 0;
+  };
   void completions(const HttpRequest& request, ResponseWriter& writer);
+  void completion_whole(RawCompletion& c, ResponseWriter& writer);
+  void completion_stream(RawCompletion& c, ResponseWriter& writer);
+  // After a failed attempt (`before`: the engine it was sent to): whether to send it again.
+  bool retry_completion(RawCompletion& c, const EngineEndpoint& before, const UpstreamError& error,
+                        CancelScope& cancel);
   // A raw completion whose output the engine's parser refused (completion_rescue.cc): the
   // answer replayed and marked raw; nullopt when it cannot be (several prompts or choices, the
   // replay failed otherwise) and the engine's error stands.
-  std::optional<nlohmann::json> rescue_completion(const nlohmann::json& body, const std::string& reason,
-                                                  CancelScope& cancel);
+  std::optional<nlohmann::json> rescue_completion(const nlohmann::json& body, const std::string& model,
+                                                  const std::string& reason, CancelScope& cancel);
   // For an event of a raw completion stream: when it is that refusal, the events that end the
-  // stream cleanly instead (a last chunk marked raw, then [DONE]).
-  std::optional<std::string> raw_completion_stream_end(const nlohmann::json& event, std::string_view data);
+  // stream cleanly instead (a last chunk marked raw and naming `model`, then [DONE]).
+  std::optional<std::string> raw_completion_stream_end(const nlohmann::json& event, std::string_view data,
+                                                       const std::string& model);
   void passthrough(const HttpRequest& request, ResponseWriter& writer);
   void health(const HttpRequest& request, ResponseWriter& writer);
   void prometheus(const HttpRequest& request, ResponseWriter& writer);
@@ -294,8 +312,9 @@ class Gateway {
     uint64_t first_new = 0;             // history index of the first message of the current request
     const char* trigger = "watermark";  // "watermark", "overflow", "window" or "manual"
     int slot = 0;
-    bool summaries = true;  // false: drop the oldest turns (CompactionOptions::summaries)
-    uint64_t fit = 0;       // CompactionOptions::fit_tokens
+    bool summaries = true;        // false: drop the oldest turns (CompactionOptions::summaries)
+    uint64_t fit = 0;             // CompactionOptions::fit_tokens
+    std::string_view tools_text;  // the request's tools as sent (ChatRequest::tools_text)
   };
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
                                                  const nlohmann::json& body, const CompactionCall& call);
@@ -310,9 +329,9 @@ class Gateway {
   RequestLimits request_limits();
   // Engine-written summary of history before `until`, asked as a continuation of the cached
   // prompt (`continuation`) or of `c`'s own view (one fitted to the context).
-  Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body, int slot,
-                                     const Conversation& c, uint64_t until, uint64_t max_tokens,
-                                     bool continuation, nlohmann::json& stats);
+  Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body,
+                                     const CompactionCall& call, const Conversation& c, uint64_t until,
+                                     uint64_t max_tokens, bool continuation, nlohmann::json& stats);
   // Saves the session (state, keys, new compaction events; the caller holds its turn); after a
   // save that works, also the sessions whose saves failed before (the store was full, read-only
   // or locked).

@@ -50,7 +50,7 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
                                               const CompactionCall& call) {
   const auto t0 = std::chrono::steady_clock::now();
   auto count_view = [&](const json& view) -> Result<uint64_t> {
-    KV_ASSIGN_OR_RETURN(TokenCount c, tokens_.count(body, upstream_view(view, body)));
+    KV_ASSIGN_OR_RETURN(TokenCount c, tokens_.count(body, upstream_view(view, body), call.tools_text));
     return c.tokens;
   };
   auto count_text = [&](const std::string& text) -> Result<uint64_t> { return tokens_.count_text(text); };
@@ -61,7 +61,7 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
       // A conversation cut later than the session's is a view fitted to the context (its
       // oldest turns summarised extractively), not what the engine has cached.
       const bool fitted = c.first_kept() != conv.first_kept();
-      return engine_summary(session, body, call.slot, c, until, max_tokens, !fitted, summary_stats);
+      return engine_summary(session, body, call, c, until, max_tokens, !fitted, summary_stats);
     };
   }
   session::CompactionOptions options = options_.compaction_options;
@@ -81,8 +81,8 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
   return ev;
 }
 
-Result<std::string> Gateway::engine_summary(Session& session, const json& request_body, int slot,
-                                            const Conversation& c, uint64_t until, uint64_t max_tokens,
+Result<std::string> Gateway::engine_summary(Session& session, const json& request_body,
+                                            const CompactionCall& call, const Conversation& c, uint64_t until, uint64_t max_tokens,
                                             bool continuation, json& stats) {
   // The engine has the last view (and its reply) in this slot's cache: ask for the summary
   // as a continuation of exactly that, so only the instruction and the summary are computed.
@@ -109,7 +109,8 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   json render = thinking_off;
   render["messages"] = messages;
   if (request_body.contains("tools")) render["tools"] = request_body["tools"];
-  auto rendered = upstream_->call("POST", "/apply-template", util::json_text(render), std::chrono::seconds(60));
+  auto rendered = upstream_->call("POST", "/apply-template", util::json_text_with(render, {"tools", call.tools_text}),
+                                  std::chrono::seconds(60));
   if (!rendered.ok()) return Error("summary: " + rendered.error().message);
   const UpstreamResponse& rr = *rendered;
   auto rj = json::parse(rr.body, nullptr, false);
@@ -122,7 +123,7 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
   const bool cache_prompt = cp == request_body.end() || !cp->is_boolean() || cp->get<bool>();
   // Streamed: a model can emit bytes that are not valid UTF-8, which makes the engine reject
   // a non-streamed answer as a whole; the stream delivers every piece.
-  json completion = {{"prompt", rj["prompt"]},  {"n_predict", max_tokens}, {"id_slot", slot},
+  json completion = {{"prompt", rj["prompt"]},  {"n_predict", max_tokens}, {"id_slot", call.slot},
                      {"cache_prompt", cache_prompt}, {"temperature", 0.3}, {"seed", kSummarySeed},
                      {"return_progress", true}, {"stream", true}};
   // The client's own token constraints apply to the summary too.

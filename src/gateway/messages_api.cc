@@ -57,6 +57,7 @@ wire::WireResult<TurnInput> MessagesAdapter::input(const HttpRequest& request, s
   in.stream = conv.stream;
   in.include_usage = true;  // message_delta carries the usage
   in.body = std::move(conv.chat);
+  in.tools_text = std::move(conv.tools_text);
   in.scope = std::move(scope);
   in.api = "messages";
   return in;

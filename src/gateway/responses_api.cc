@@ -28,6 +28,7 @@ TurnInput ResponsesAdapter::input(const HttpRequest& request, std::string scope)
   in.stream = conversion_.stream;
   in.include_usage = true;  // the final response carries the usage
   in.body = conversion_.chat;
+  in.tools_text = conversion_.tools_text;
   in.scope = std::move(scope);
   in.api = "responses";
   return in;

@@ -143,20 +143,23 @@ Result<uint64_t> TokenCounter::count_pieces(std::string_view prompt, TokenCount&
   return total;
 }
 
-Result<TokenCount> TokenCounter::count(const nlohmann::json& body) {
-  if (counting_ != Counting::kRender) return count(body, body.value("messages", nlohmann::json::array()));
-  return count_request(util::json_text(body));
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body, std::string_view tools_text) {
+  if (counting_ != Counting::kRender) {
+    return count(body, body.value("messages", nlohmann::json::array()), tools_text);
+  }
+  return count_request(util::json_text_with(body, {"tools", tools_text}));
 }
 
-Result<TokenCount> TokenCounter::count(const nlohmann::json& body, const nlohmann::json& messages) {
-  if (counting_ == Counting::kChatTokenize) return count_chat(body, messages);
+Result<TokenCount> TokenCounter::count(const nlohmann::json& body, const nlohmann::json& messages,
+                                       std::string_view tools_text) {
+  if (counting_ == Counting::kChatTokenize) return count_chat(body, messages, tools_text);
   if (counting_ == Counting::kEstimate) {
     KV_ASSIGN_OR_RETURN(uint64_t n, estimate(TokenEstimate::units(body, messages)));
     std::lock_guard lock(mu_);
     ++stats_.counts;
     return TokenCount{.tokens = n, .estimated = true};
   }
-  return count_request(util::json_text_with(body, "messages", messages));
+  return count_request(util::json_text_with(body, "messages", messages, {"tools", tools_text}));
 }
 
 Result<uint64_t> TokenCounter::estimate(uint64_t units) const {
@@ -202,9 +205,9 @@ uint64_t TokenCounter::with_offset(uint64_t n) const {
   return static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(n) + offset_.value_or(0)));
 }
 
-Result<uint64_t> TokenCounter::server_count(const nlohmann::json& req, Deadline deadline) {
+Result<uint64_t> TokenCounter::server_count(const std::string& req_text, Deadline deadline) {
   KV_ASSIGN_OR_RETURN(auto wait, remaining(deadline));
-  auto res = upstream_.call("POST", "/tokenize", util::json_text(req), wait);
+  auto res = upstream_.call("POST", "/tokenize", req_text, wait);
   if (!res.ok()) {
     KV_TRY(remaining(deadline));
     return Error("tokenize: " + res.error().message);
@@ -219,7 +222,8 @@ Result<uint64_t> TokenCounter::server_count(const nlohmann::json& req, Deadline 
   return j["count"].get<uint64_t>();
 }
 
-Result<TokenCount> TokenCounter::count_chat(const nlohmann::json& body, const nlohmann::json& messages) {
+Result<TokenCount> TokenCounter::count_chat(const nlohmann::json& body, const nlohmann::json& messages,
+                                            std::string_view tools_text) {
   nlohmann::json req = {{"messages", messages}, {"add_generation_prompt", true}};
   if (auto m = body.find("model"); m != body.end() && m->is_string()) {
     req["model"] = *m;
@@ -231,7 +235,7 @@ Result<TokenCount> TokenCounter::count_chat(const nlohmann::json& body, const nl
     req["chat_template_kwargs"] = *k;
   TokenCount out;
   const auto t0 = Clock::now();
-  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(req, deadline()));
+  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(util::json_text_with(req, {"tools", tools_text}), deadline()));
   out.tokenize_ms = util::ms_since(t0);
   std::lock_guard lock(mu_);
   out.tokens = with_offset(n);
@@ -250,7 +254,7 @@ Result<uint64_t> TokenCounter::count_chat_text(std::string_view text) {
   }
   nlohmann::json req = {{"prompt", text}, {"add_special_tokens", false}};
   if (!model_.empty()) req["model"] = model_;
-  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(req, deadline()));
+  KV_ASSIGN_OR_RETURN(uint64_t n, server_count(util::json_text(req), deadline()));
   std::lock_guard lock(mu_);
   if (piece_tokens_.size() >= max_cached_) piece_tokens_.clear();
   piece_tokens_[key] = static_cast<uint32_t>(n);

@@ -95,11 +95,14 @@ class TokenCounter {
   // estimate (estimating only; otherwise nothing).
   void learn(const nlohmann::json& body, const nlohmann::json& messages, uint64_t engine_tokens);
 
-  // `body` is a chat request body (messages, tools, chat_template_kwargs, …).
-  Result<TokenCount> count(const nlohmann::json& body);
+  // `body` is a chat request body (messages, tools, chat_template_kwargs, …); `tools_text`,
+  // when not empty, its tools as they are sent (ChatRequest::tools_text: the client's key
+  // order, which the engine's template renders as it is).
+  Result<TokenCount> count(const nlohmann::json& body, std::string_view tools_text = {});
   // The same for `body` with its messages replaced by `messages` (a view), without copying
   // the body.
-  Result<TokenCount> count(const nlohmann::json& body, const nlohmann::json& messages);
+  Result<TokenCount> count(const nlohmann::json& body, const nlohmann::json& messages,
+                           std::string_view tools_text = {});
   // Tokens of plain text (no template); uses the same piece cache.
   Result<uint64_t> count_text(std::string_view text);
   // Tells the counter what the engine reported for a prompt it counted as `counted`;
@@ -129,8 +132,9 @@ class TokenCounter {
 
   Result<uint64_t> estimate(uint64_t units) const;
   // kChatTokenize: the server's count for a /tokenize body.
-  Result<uint64_t> server_count(const nlohmann::json& req, Deadline deadline);
-  Result<TokenCount> count_chat(const nlohmann::json& body, const nlohmann::json& messages);
+  Result<uint64_t> server_count(const std::string& req_text, Deadline deadline);
+  Result<TokenCount> count_chat(const nlohmann::json& body, const nlohmann::json& messages,
+                                std::string_view tools_text);
   Result<uint64_t> count_chat_text(std::string_view text);
   uint64_t with_offset(uint64_t n) const;  // caller holds mu_
 

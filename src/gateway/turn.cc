@@ -80,6 +80,7 @@ ApiStatus Turn::prepare() {
   if (stable_.reordered > 0) {
     g_.metrics_.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(stable_.reordered));
   }
+  req_.tools_text = tools_as_written(in_.tools_text, body);
   request_messages_ = body["messages"].size();
   return {};
 }
@@ -162,9 +163,7 @@ ApiStatus Turn::bind() {
 }
 
 std::string Turn::model_name() const {
-  auto m = req_.body.find("model");
-  return answer_model(m != req_.body.end() && m->is_string() ? m->get_ref<const std::string&>() : std::string_view(),
-                      options_.model_name);
+  return answer_model_for(req_.body, options_.model_name);
 }
 
 }  // namespace kvgate::gateway

@@ -62,6 +62,9 @@ struct TurnInput {
   bool stream = false;                    // answer as a stream (the body's `stream` is made to agree)
   bool include_usage = false;             // pass the engine's usage-only chunk to the output
   std::string api = "chat";               // the route label in metrics and logs
+  // The body's tools as the client wrote them (JSON text, keys in its order), if known: the
+  // engine is sent them so (ChatRequest::tools_text).
+  std::string tools_text;
 };
 
 // What a turn delivers, in the adapter's wire format.

@@ -36,7 +36,7 @@ ApiStatus Turn::budget() {
   const bool front_moved = intake_.window_front_moved && options_.compaction && marks_.high > 0;
   if (front_moved || needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
     const auto t0 = Clock::now();
-    auto count = g_.tokens_.count(req_.body, view_);
+    auto count = g_.tokens_.count(req_.body, view_, req_.tools_text);
     rec_.accounting_ms = util::ms_since(t0);
     if (count.ok()) {
       counted_ = count->tokens;
@@ -69,7 +69,8 @@ ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
                                                .slot = slot_,
                                                .summaries = !(conv_.client_windows && !session_->explicit_id),
                                                // short of the target, a prompt that still fits with the reply's room
-                                               .fit = context_ > reserve_ ? context_ - reserve_ : 0}));
+                                               .fit = context_ > reserve_ ? context_ - reserve_ : 0,
+                                               .tools_text = req_.tools_text}));
   cause_ = BreakCause::kCompaction;
   cause_detail_ = event.value("level", "");
   compactions_.push_back(std::move(event));
@@ -79,7 +80,7 @@ ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
 }
 
 void Turn::recount() {
-  auto count = g_.tokens_.count(req_.body, view_);
+  auto count = g_.tokens_.count(req_.body, view_, req_.tools_text);
   if (!count.ok()) return;  // the previous count stands
   counted_ = count->tokens;
   rendered_ = std::move(count->prompt);

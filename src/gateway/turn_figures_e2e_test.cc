@@ -315,6 +315,29 @@ TEST_F(TurnFiguresE2eTest, APlainTurnReportsTheEnginesFigures) {
   }
 }
 
+// A raw completion (/v1/completions), whole and streamed, names the model as chat does: the id
+// /v1/models lists, or the one the client asked for (the engine says its file's path).
+TEST_F(TurnFiguresE2eTest, RawCompletionsNameTheModelByItsId) {
+  auto c = front_->client();
+  const json models = json::parse(c.Get("/v1/models")->body);
+  const json listed = models["data"][0]["id"];
+  json body = {{"prompt", "Lighthouses are"}, {"max_tokens", 3}, {"temperature", 0}};
+  auto whole = testing::post_json(c, "/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  EXPECT_EQ(whole.body["model"], listed) << whole.raw;
+  body["model"] = "my-own-name";
+  body["stream"] = true;
+  auto streamed = c.Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(streamed && streamed->status == 200);
+  int chunks = 0;
+  for (const auto& ev : http::SseParser().feed(streamed->body)) {
+    if (ev.comment_only || ev.is_done()) continue;
+    ++chunks;
+    EXPECT_EQ(json::parse(ev.data)["model"], "my-own-name") << ev.data;
+  }
+  EXPECT_GT(chunks, 0) << streamed->body;
+}
+
 // A request that sets no output limit is given the default one: it ends as "length" once the
 // engine generated that many tokens (by the engine's count), on chat completions and on
 // Responses (status "incomplete"), and its model is the listed id.

@@ -76,4 +76,18 @@ TEST(TurnRequestTest, StabilisingAppliesThePolicyAndTheSameRulesToTheWholeHistor
 }
 
 }  // namespace
+// A tools text that no longer says what the body holds (history repair changed the tools,
+// or the client repeated the key) is not sent: the body's own value is.
+TEST(ToolsAsWrittenTest, OnlyATextThatHoldsTheBodysToolsIsUsed) {
+  const std::string written = R"([{"type":"function","function":{"name":"f","parameters":{"z":1,"a":2}}}])";
+  const json body = {{"tools", json::parse(written)}};
+  EXPECT_EQ(tools_as_written(written, body), written);
+  EXPECT_EQ(tools_as_written(" [ " + written.substr(1), body), written);  // re-written compact
+  EXPECT_EQ(tools_as_written(R"([{"type":"function","function":{"name":"g"}}])", body), "");
+  EXPECT_EQ(tools_as_written("[1,", body), "");
+  EXPECT_EQ(tools_as_written("", body), "");
+  EXPECT_EQ(tools_as_written(written, json::object()), "");
+  EXPECT_EQ(tools_as_written("[]", {{"tools", json::array()}}), "");
+}
+
 }  // namespace kvgate::gateway

@@ -14,6 +14,7 @@
 #include "gateway/disconnect_watch.h"
 #include "gateway/engine_errors.h"
 #include "gateway/finish_reason.h"
+#include "gateway/model_id.h"
 #include "gateway/turn_steps.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -143,7 +144,7 @@ SendOutcome Turn::attempt() {
   // it), written straight into the request's text.
   const json strict = session_->template_repairs ? strict_repair(view_, req_.body) : json();
   const json& messages = session_->template_repairs ? strict : view_;
-  upstream_text_ = util::json_text_with(req_.body, "messages", messages);
+  upstream_text_ = util::json_text_with(req_.body, "messages", messages, {"tools", req_.tools_text});
   counters_before_ = read_engine_counters(false);
   if (util::log_enabled(util::LogLevel::kDebug)) {
     json body = req_.body;
@@ -184,9 +185,7 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
     return;
   }
   // The engine names the model by its file's path: the client gets the id it knows.
-  const std::string model = model_name();
-  const bool renamed = j.contains("model") && j["model"] != model;
-  if (renamed) j["model"] = model;
+  const bool renamed = rename_model(j, model_name());
   if (has_unusable_arguments(j)) {
     rescue_reason = "the engine returned tool-call arguments that are not a JSON object";
     out.reply.set_response(j);

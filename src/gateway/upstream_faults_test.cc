@@ -461,5 +461,53 @@ TEST(UpstreamFaultsTest, RequestsWaitForASlowRestartButNotForAFailedEngine) {
   EXPECT_LT(std::chrono::steady_clock::now() - t1, 5s) << "no restart to wait for";
 }
 
+// An engine that loses a raw completion before answering it (a crash and restart, a broken
+// connection): the completion is sent once more, as a chat turn is, whole and streamed, and
+// the answer names the model by its id; lost twice, it is the client's 5xx, and the next
+// request is served.
+TEST(UpstreamFaultsTest, ARawCompletionTheEngineLostIsSentAgain) {
+  std::atomic<int> lose{1};  // completions to lose before answering
+  FakeEngine engine([&](const FakeRequest& r, FakeConnection& c) {
+    if (r.path != "/v1/completions") {
+      if (!FakeEngine::answer_basics(r, c)) FakeEngine::answer_chat(r, c);
+      return;
+    }
+    if (lose.fetch_sub(1) > 0) return c.abort();
+    const std::string answer =
+        R"({"object":"text_completion","model":"/models/x.gguf","choices":[{"text":" rivers","index":0,)"
+        R"("finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})";
+    if (r.body.find("\"stream\":true") == std::string::npos) return c.answer(200, "application/json", answer);
+    c.begin_chunked(200, "text/event-stream");
+    c.chunk("data: " + answer + "\n\n");
+    c.chunk("data: [DONE]\n\n");
+    c.end_chunked();
+  });
+  Front front([&] { return engine.endpoint(); }, fake_options());
+  auto client = front.client();
+  const json body = {{"prompt", "Lakes and"}, {"max_tokens", 2}};
+  auto a = post_json(client, "/v1/completions", body);
+  EXPECT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["model"], "kvgate") << a.raw;
+  EXPECT_EQ(engine.count("/v1/completions"), 2u);
+
+  lose = 1;
+  json streamed = body;
+  streamed["stream"] = true;
+  auto s = client.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200) << s->body;
+  EXPECT_NE(s->body.find("rivers"), std::string::npos) << s->body;
+  EXPECT_NE(s->body.find("data: [DONE]"), std::string::npos) << s->body;
+  EXPECT_EQ(engine.count("/v1/completions"), 4u);
+
+  lose = 2;
+  a = post_json(client, "/v1/completions", {{"prompt", "Lost twice"}, {"max_tokens", 2}});
+  EXPECT_GE(a.status, 500) << a.raw;
+  ASSERT_TRUE(error_of(a).is_object()) << a.raw;
+  EXPECT_EQ(engine.count("/v1/completions"), 6u);
+  a = post_json(client, "/v1/completions", body);
+  EXPECT_EQ(a.status, 200) << a.raw;
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

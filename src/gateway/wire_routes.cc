@@ -62,7 +62,7 @@ void Gateway::messages(const HttpRequest& request, ResponseWriter& writer) {
   run_turn(std::move(*input), adapter);
 }
 
-ApiResult<uint64_t> Gateway::count_prompt(json body, ResponseWriter& writer) {
+ApiResult<uint64_t> Gateway::count_prompt(json body, std::string_view tools_text, ResponseWriter& writer) {
   KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(body), request_limits()));
   json& chat = prepared.request.body;
   stabilise(chat, options_.thinking, options_.stabiliser);
@@ -70,7 +70,8 @@ ApiResult<uint64_t> Gateway::count_prompt(json body, ResponseWriter& writer) {
   // Counted as a turn sends it (Turn::budget).
   mark_template_kwargs(chat);
   chat["messages"] = upstream_view(std::move(chat["messages"]), chat);
-  auto count = tokens_.count(chat);
+  const std::string tools = tools_as_written(tools_text, chat);
+  auto count = tokens_.count(chat, std::string_view(tools));
   if (!count.ok()) {
     if (is_count_time_limit(count.error())) return request_too_large(count.error().message());
     return bad_gateway("counting the prompt's tokens failed: " + count.error().message());
@@ -90,7 +91,7 @@ void Gateway::count_message_tokens(const HttpRequest& request, ResponseWriter& w
   if (!body.ok()) return fail(anthropic_error_of(body.error()));
   auto chat = wire::count_tokens_to_chat(*body);
   if (!chat.ok()) return fail(chat.error());
-  auto tokens = count_prompt(std::move(*chat), writer);
+  auto tokens = count_prompt(std::move(chat->chat), chat->tools_text, writer);
   if (!tokens.ok()) return fail(anthropic_error_of(tokens.error()), tokens.error().retry_after_s);
   metrics_.record(rec);
   writer.send(200, kJsonHeaders, util::json_text(wire::count_tokens_answer(static_cast<int64_t>(*tokens))));
@@ -156,7 +157,8 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
 void Gateway::response_input_tokens(const HttpRequest& request, ResponseWriter& writer) {
   RequestRecord rec{.route = "responses_input_tokens"};
   auto conv = responses_request(request, caller_scope(request).value_or(Session::kOpenScope));
-  auto tokens = conv.ok() ? count_prompt(std::move(conv->chat), writer) : ApiResult<uint64_t>(conv.error());
+  auto tokens =
+      conv.ok() ? count_prompt(std::move(conv->chat), conv->tools_text, writer) : ApiResult<uint64_t>(conv.error());
   if (!tokens.ok()) {
     rec.status = tokens.error().status;
     rec.error_kind = "bad_request";

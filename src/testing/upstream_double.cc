@@ -25,7 +25,7 @@ nlohmann::json UpstreamDouble::record(const std::string& method, const std::stri
   nlohmann::json parsed = nlohmann::json::parse(body, nullptr, false);
   if (parsed.is_discarded()) parsed = nullptr;
   std::lock_guard lock(mu_);
-  calls_.push_back({method, path, parsed});
+  calls_.push_back({method, path, parsed, body});
   return parsed;
 }
 

@@ -1,6 +1,6 @@
 // UpstreamDouble: the base of kvgate's gateway::Upstream test doubles (ScriptedUpstream, the
 // RecordingUpstream of gateway_e2e.h, the small engines of unit tests). It keeps every request
-// it is asked, in order (method, path, and the body parsed: null when not JSON), then hands
+// it is asked, in order (method, path, the body parsed: null when not JSON, and its text), then hands
 // the request to the double's answer() or answer_stream(). A double that is never asked to
 // stream leaves answer_stream(), which fails as a broken connection would.
 //
@@ -26,6 +26,7 @@ class UpstreamDouble : public gateway::Upstream {
     std::string method;
     std::string path;
     nlohmann::json body;  // null when the body is not JSON
+    std::string text;     // the body as sent (its key order, which `body` sorts)
   };
   // The requests to `path` so far, oldest first (every request when `path` is empty).
   std::vector<Call> calls(std::string_view path = {}) const;

@@ -4,7 +4,9 @@
 // dump() that throws on one client's bytes fails whatever request dumps them next.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -20,9 +22,28 @@ inline std::string json_text(const nlohmann::ordered_json& j, int indent = -1) {
   return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// A member of an object given as JSON text already written: `text` stands for the object's
+// own value of `key` (for instance keys in the order a client wrote them, which nlohmann::json
+// keeps sorted). Empty text: the object's own value is written.
+struct WrittenMember {
+  std::string_view key;
+  std::string_view text;
+};
+
 // json_text of `object` with member `key` set to `value` (added in its sorted place when
 // absent), without copying the object: a large request body with another message list.
-// REQUIRES: object.is_object().
-std::string json_text_with(const nlohmann::json& object, const std::string& key, const nlohmann::json& value);
+// `written`, when its key is present in the object, is written as its text.
+// REQUIRES: object.is_object(); written.text, when not empty, valid JSON text.
+std::string json_text_with(const nlohmann::json& object, const std::string& key, const nlohmann::json& value,
+                           WrittenMember written = {});
+
+// json_text of `object` with `written` as above. REQUIRES: object.is_object().
+std::string json_text_with(const nlohmann::json& object, WrittenMember written);
+
+// The text of the value of member `key` of the JSON object `text` (its last occurrence, as a
+// parser that keeps the last of repeated keys reads it), found by a linear scan without
+// parsing; nullopt when the object has no such member written with exactly these bytes (a key
+// written with escapes is not found). Unchecked beyond that: parse what it returns.
+std::optional<std::string_view> member_text(std::string_view text, std::string_view key);
 
 }  // namespace kvgate::util

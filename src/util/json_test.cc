@@ -27,5 +27,41 @@ TEST(JsonTest, InvalidUtf8IsReplacedNotThrown) {
   EXPECT_EQ(text, json_text(json{{"messages", json::array({"\xc3("})}, {"k\xff", "v\xfe"}}));
 }
 
+// A member written as text stands for the object's own value, in its place; an absent key
+// or empty text changes nothing.
+TEST(JsonTest, AWrittenMemberIsWrittenAsItsText) {
+  const json body = json::parse(R"({"a":1,"tools":[{"z":1,"b":2}],"messages":[]})");
+  const std::string ordered = R"([{"z":1,"b":2}])";
+  EXPECT_EQ(json_text_with(body, {"tools", ordered}), R"({"a":1,"messages":[],"tools":[{"z":1,"b":2}]})");
+  EXPECT_EQ(json_text_with(body, "messages", json::array({1}), {"tools", ordered}),
+            R"({"a":1,"messages":[1],"tools":[{"z":1,"b":2}]})");
+  EXPECT_EQ(json_text_with(body, {"tools", ""}), json_text(body));
+  EXPECT_EQ(json_text_with(body, {"absent", ordered}), json_text(body));
+}
+
+// member_text finds a top-level member's value as written, past strings that hold braces,
+// quotes and escapes, nested values of the same name, numbers, literals and spaces.
+TEST(JsonTest, MemberTextIsTheTopLevelValueAsWritten) {
+  const std::string text =
+      R"( { "a" : "x\"}{[" , "n":-1.5e3,"t":true, "inner":{"tools":[0]},)"
+      R"( "tools" : [ {"z":1, "b":"]}"} ] , "last":null } )";
+  EXPECT_EQ(member_text(text, "tools"), R"([ {"z":1, "b":"]}"} ])");
+  EXPECT_EQ(member_text(text, "a"), R"("x\"}{[")");
+  EXPECT_EQ(member_text(text, "n"), "-1.5e3");
+  EXPECT_EQ(member_text(text, "t"), "true");
+  EXPECT_EQ(member_text(text, "last"), "null");
+  EXPECT_EQ(member_text(text, "inner"), R"({"tools":[0]})");
+  EXPECT_EQ(member_text(text, "absent"), std::nullopt);
+  // Repeated: the last, as nlohmann::json keeps it.
+  EXPECT_EQ(member_text(R"({"tools":[1],"tools":[2]})", "tools"), "[2]");
+  EXPECT_EQ(json::parse(R"({"tools":[1],"tools":[2]})")["tools"], json::array({2}));
+  // A key written with escapes, and texts that are not objects or are cut short.
+  EXPECT_EQ(member_text(R"({"\u0074ools":[1]})", "tools"), std::nullopt);
+  for (const char* bad : {"", "[1]", R"({"tools")", R"({"tools":[1)", R"({"tools":"x)", "{\"tools"}) {
+    EXPECT_EQ(member_text(bad, "tools"), std::nullopt) << bad;
+  }
+  EXPECT_EQ(member_text("{}", "tools"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace kvgate::util

@@ -335,8 +335,9 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
                            .type_required = false,
                            .schema_key = "input_schema",
                            .schema_required = true};
-  KV_ASSIGN_OR_RETURN(auto tool_names, add_function_tools(top, shape, chat, c.ignored));
-  KV_TRY(add_tool_choice(top, tool_names, chat, c));
+  KV_ASSIGN_OR_RETURN(FunctionTools tools, add_function_tools(top, shape, chat, c.ignored));
+  c.tools_text = std::move(tools.text);
+  KV_TRY(add_tool_choice(top, tools.names, chat, c));
   KV_TRY(add_thinking(top, chat, c));
   if (purpose == Purpose::kMessages) {
     KV_TRY(add_sampling(top, purpose, chat));
@@ -359,9 +360,8 @@ WireResult<ChatConversion> messages_to_chat(const ClientJson& request) {
   return convert(request, Purpose::kMessages);
 }
 
-WireResult<json> count_tokens_to_chat(const ClientJson& request) {
-  KV_ASSIGN_OR_RETURN(ChatConversion c, convert(request, Purpose::kCountTokens));
-  return std::move(c.chat);
+WireResult<ChatConversion> count_tokens_to_chat(const ClientJson& request) {
+  return convert(request, Purpose::kCountTokens);
 }
 
 ClientJson count_tokens_answer(int64_t input_tokens) { return {{"input_tokens", input_tokens}}; }

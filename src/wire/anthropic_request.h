@@ -58,13 +58,14 @@ struct ChatConversion {
   bool has_images = false;
   std::vector<std::string> ignored;  // paths of what was tolerated but not used
   std::string model;                 // as the client named it, to echo back
+  std::string tools_text;            // chat["tools"] with the client's key order (FunctionTools)
 };
 
 WireResult<ChatConversion> messages_to_chat(const ClientJson& request);
 
 // The chat body whose prompt a /v1/messages/count_tokens request measures (max_tokens is not
 // required there, and the body carries no sampling settings).
-WireResult<nlohmann::json> count_tokens_to_chat(const ClientJson& request);
+WireResult<ChatConversion> count_tokens_to_chat(const ClientJson& request);
 
 // {"input_tokens": N}
 ClientJson count_tokens_answer(int64_t input_tokens);

@@ -292,13 +292,34 @@ TEST(AnthropicRequestTest, CountTokensNeedsNoMaxTokensAndCarriesNoSampling) {
     "temperature": 1, "messages": [{"role": "user", "content": "q"}],
     "tools": [{"name": "read", "input_schema": {"type": "object"}}]})"));
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->size(), 3u) << r->dump();  // model, messages, tools
-  EXPECT_EQ((*r)["messages"].size(), 2u);
-  EXPECT_EQ((*r)["tools"].size(), 1u);
-  EXPECT_FALSE(r->contains("max_tokens"));
+  EXPECT_EQ(r->chat.size(), 3u) << r->chat.dump();  // model, messages, tools
+  EXPECT_EQ(r->chat["messages"].size(), 2u);
+  EXPECT_EQ(r->chat["tools"].size(), 1u);
+  EXPECT_FALSE(r->chat.contains("max_tokens"));
   auto bare = count_tokens_to_chat(ClientJson::parse(R"({"messages": [{"role": "user", "content": "q"}]})"));
   EXPECT_TRUE(bare.ok());
   EXPECT_EQ(count_tokens_answer(42), ClientJson::parse(R"({"input_tokens": 42})"));
+}
+
+// A tool's schema reaches the engine with its keys in the order the client wrote them
+// (opencode's edit tool: oldString before newString); the chat body's own value is the same
+// JSON with sorted keys, so both say the same.
+TEST(AnthropicRequestTest, ToolSchemasKeepTheClientsKeyOrder) {
+  auto c = messages_to_chat(ClientJson::parse(R"({"model": "m", "max_tokens": 5,
+    "messages": [{"role": "user", "content": "q"}],
+    "tools": [{"name": "edit", "description": "Edit a file", "input_schema": {"type": "object",
+      "properties": {"oldString": {"type": "string"}, "newString": {"type": "string"}},
+      "required": ["oldString", "newString"]}}]})"));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->tools_text,
+            R"([{"type":"function","function":{"name":"edit","description":"Edit a file","parameters":)"
+            R"({"type":"object","properties":{"oldString":{"type":"string"},"newString":{"type":"string"}},)"
+            R"("required":["oldString","newString"]}}}])");
+  EXPECT_EQ(json::parse(c->tools_text), c->chat["tools"]);
+  auto none = messages_to_chat(
+      ClientJson::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "q"}]})"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->tools_text, "");
 }
 
 // Client input never aborts: every type at every field of a valid request converts or gives

@@ -1,5 +1,7 @@
 #include "wire/chat_body.h"
 
+#include "util/json.h"
+
 namespace kvgate::wire {
 
 using nlohmann::json;
@@ -8,24 +10,24 @@ json text_part(std::string text) { return {{"type", "text"}, {"text", std::move(
 
 json image_part(std::string url) { return {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}}; }
 
-WireResult<json> function_tool(const Fields& tool, std::string_view schema_key, bool schema_required) {
+WireResult<ClientJson> function_tool(const Fields& tool, std::string_view schema_key, bool schema_required) {
   KV_ASSIGN_OR_RETURN(std::string name, tool.string("name"));
   KV_ASSIGN_OR_RETURN(auto description, tool.optional_string("description"));
   KV_ASSIGN_OR_RETURN(const ClientJson* schema, tool.optional_object(schema_key));
   if (schema == nullptr && schema_required) return tool.error(schema_key, "required");
-  json fn = {{"name", std::move(name)}};
+  ClientJson fn = {{"name", std::move(name)}};
   if (description) fn["description"] = std::move(*description);
   fn["parameters"] =
-      schema != nullptr ? json(*schema) : json{{"type", "object"}, {"properties", json::object()}};
-  return json{{"type", "function"}, {"function", std::move(fn)}};
+      schema != nullptr ? *schema : ClientJson{{"type", "object"}, {"properties", ClientJson::object()}};
+  return ClientJson{{"type", "function"}, {"function", std::move(fn)}};
 }
 
-WireResult<std::set<std::string>> add_function_tools(const Fields& request, const ToolShape& shape,
-                                                     json& chat, std::vector<std::string>& ignored) {
-  std::set<std::string> names;
+WireResult<FunctionTools> add_function_tools(const Fields& request, const ToolShape& shape, json& chat,
+                                             std::vector<std::string>& ignored) {
+  FunctionTools out;
   KV_ASSIGN_OR_RETURN(const ClientJson* tools, request.optional_array("tools"));
-  if (tools == nullptr) return names;
-  json out = json::array();
+  if (tools == nullptr) return out;
+  ClientJson written = ClientJson::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     KV_ASSIGN_OR_RETURN(Fields t, Fields::of((*tools)[i], child_path("tools", i)));
     KV_ASSIGN_OR_RETURN(auto type, t.optional_string("type"));
@@ -34,12 +36,15 @@ WireResult<std::set<std::string>> add_function_tools(const Fields& request, cons
       ignored.push_back(t.path() + "=" + *type);
       continue;
     }
-    KV_ASSIGN_OR_RETURN(json tool, function_tool(t, shape.schema_key, shape.schema_required));
-    names.insert(tool["function"]["name"].get<std::string>());
-    out.push_back(std::move(tool));
+    KV_ASSIGN_OR_RETURN(ClientJson tool, function_tool(t, shape.schema_key, shape.schema_required));
+    out.names.insert(tool["function"]["name"].get<std::string>());
+    written.push_back(std::move(tool));
   }
-  if (!out.empty()) chat["tools"] = std::move(out);
-  return names;
+  if (!written.empty()) {
+    chat["tools"] = json(written);
+    out.text = util::json_text(written);
+  }
+  return out;
 }
 
 void stream_with_usage(json& chat) {

@@ -294,8 +294,9 @@ WireResult<void> add_request_fields(const Fields& top, ResponsesConversion& c) {
                            .type_required = true,
                            .schema_key = "parameters",
                            .schema_required = false};
-  KV_ASSIGN_OR_RETURN(auto tools, add_function_tools(top, shape, c.chat, c.ignored));
-  KV_TRY(add_tool_choice(top, tools, c.chat, c.ignored));
+  KV_ASSIGN_OR_RETURN(FunctionTools tools, add_function_tools(top, shape, c.chat, c.ignored));
+  c.tools_text = std::move(tools.text);
+  KV_TRY(add_tool_choice(top, tools.names, c.chat, c.ignored));
   KV_TRY(add_sampling(top, c.chat));
   KV_TRY(add_text_format(top, c.chat, c.ignored));
   KV_TRY(add_reasoning(top, c.chat, c.ignored));

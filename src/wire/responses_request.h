@@ -53,6 +53,7 @@ struct ResponsesConversion {
   bool has_images = false;
   std::vector<std::string> ignored;  // paths of what was tolerated but not used
   std::string model;
+  std::string tools_text;  // chat["tools"] with the client's key order (FunctionTools)
   // The request fields a Response object echoes (instructions, tools, tool_choice,
   // temperature, top_p, max_output_tokens, metadata, parallel_tool_calls, text, reasoning,
   // previous_response_id, store), with the API's defaults for those not given.
