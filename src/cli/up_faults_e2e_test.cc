@@ -205,22 +205,48 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   EXPECT_EQ(a.status, 200) << a.raw;
   EXPECT_EQ(up_->engine_starts(), starts + 1);
   client[kind_of(a) + (a.status == 200 ? " completed (sent again after the restart)" : "")]++;
+
+  // A raw completion of the same length, killed the same way: sent again as a turn is.
+  starts = up_->engine_starts();
+  engine = up_->engine_pid();
+  answered = false;
+  killed_plain = false;
+  std::jthread raw_killer([&] {
+    while (!answered.load() && !working()) std::this_thread::sleep_for(5ms);
+    if (answered.load()) return;
+    ::kill(engine, SIGKILL);
+    killed_plain = true;
+  });
+  httplib::Client raw_client("127.0.0.1", port_);
+  raw_client.set_read_timeout(120s);
+  const auto raw = testing::post_json(
+      raw_client, "/v1/completions",
+      {{"prompt", long_prompt("raw").back()["content"]}, {"max_tokens", 4}, {"logit_bias", bias_}});
+  answered = true;
+  raw_killer.join();
+  ASSERT_TRUE(killed_plain.load()) << "the raw completion was never seen working: " << raw.raw;
+  EXPECT_EQ(raw.status, 200) << raw.raw;
+  EXPECT_EQ(up_->engine_starts(), starts + 1);
+  client["raw completion: " + kind_of(raw) +
+         (raw.status == 200 ? " completed (sent again after the restart)" : "")]++;
   EXPECT_TRUE(up_->running());
   record_reliability(
       "engine_sigkill_during_prefill",
-      {{"fault", fmt::format("engine SIGKILLed during the prefill of a {}-token prompt (stream: at the first "
-                             "progress event, \"{}\"; non-stream: once admitted, a prefill of {:.0f} ms)",
-                             prompt_tokens, killed_at.substr(2, killed_at.find('\n') - 2), prefill_ms)},
+      {{"fault",
+        fmt::format(
+            "engine SIGKILLed during the prefill of a {}-token prompt (stream: at the first "
+            "progress event, \"{}\"; non-stream and a raw completion: once admitted, a prefill of {:.0f} ms)",
+            prompt_tokens, killed_at.substr(2, killed_at.find('\n') - 2), prefill_ms)},
        {"expected",
         "nothing had reached the client: the request is sent again to the restarted engine "
         "and completes"},
        {"test", "UpFaultsTest.EngineKilledDuringPrefill"},
-       {"faults", 2},
+       {"faults", 3},
        {"client", client},
        {"engine_restarts", up_->engine_starts() - first_starts},
        {"measured_ms",
         {{"stream_total", stream_ms}, {"non_stream_total", plain_ms}, {"one_prefill", prefill_ms}}},
-       {"result", a.status == 200 && st.done ? "pass" : "fail"}});
+       {"result", a.status == 200 && st.done && raw.status == 200 ? "pass" : "fail"}});
 }
 
 TEST_P(UpEngineFaultsTest, EngineStoppedIsDetectedKilledAndRequestsComplete) {
