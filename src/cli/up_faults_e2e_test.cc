@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -45,6 +46,29 @@ class UpEngineFaultsTest : public UpFaultsTest, public ::testing::WithParamInter
       if (!ik) GTEST_SKIP() << testing::kIkAbsent;
       server_args_ = {"--server", ik->string()};
     }
+  }
+
+  // The answer to `request`, whose engine was SIGKILLed once kvgate had admitted the request
+  // and was working with the engine (the test fails when that was never seen).
+  testing::JsonAnswer answer_killed_while_working(const std::function<testing::JsonAnswer()>& request) {
+    const pid_t engine = up_->engine_pid();
+    std::atomic<bool> answered{false};
+    std::atomic<bool> killed{false};
+    auto working = [&] {
+      const json now = status();
+      return now.is_object() && now.contains("queue") && now["queue"].value("active", 0) > 0;
+    };
+    std::jthread killer([&] {
+      while (!answered.load() && !working()) std::this_thread::sleep_for(5ms);
+      if (answered.load()) return;
+      ::kill(engine, SIGKILL);
+      killed = true;
+    });
+    testing::JsonAnswer a = request();
+    answered = true;
+    killer.join();
+    EXPECT_TRUE(killed.load()) << "the request was never seen working: " << a.raw;
+    return a;
   }
 };
 INSTANTIATE_TEST_SUITE_P(Engines, UpEngineFaultsTest,
@@ -156,7 +180,7 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   // Streamed: killed at the first prefill progress the client sees (ik sends no progress:
   // at the first keep-alive before any content, which is also during the prefill).
   int starts = up_->engine_starts();
-  pid_t engine = up_->engine_pid();
+  const pid_t engine = up_->engine_pid();
   std::atomic<bool> killed{false};
   std::string killed_at;
   const bool progress = GetParam() == plan::Fork::kMainline;
@@ -183,48 +207,22 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   // Not streamed: killed once kvgate has admitted the request and it is working with the
   // engine (whatever the machine's speed, while the prefill of seconds runs).
   starts = up_->engine_starts();
-  engine = up_->engine_pid();
-  std::atomic<bool> answered{false};
-  std::atomic<bool> killed_plain{false};
-  auto working = [&] {
-    const json now = status();
-    return now.is_object() && now.contains("queue") && now["queue"].value("active", 0) > 0;
-  };
-  std::jthread killer([&] {
-    while (!answered.load() && !working()) std::this_thread::sleep_for(5ms);
-    if (answered.load()) return;
-    ::kill(engine, SIGKILL);
-    killed_plain = true;
-  });
   t0 = Clock::now();
-  auto a = chat(long_prompt("plain"), 4);
+  auto a = answer_killed_while_working([&] { return chat(long_prompt("plain"), 4); });
   const double plain_ms = ms_since(t0);
-  answered = true;
-  killer.join();
-  ASSERT_TRUE(killed_plain.load()) << "the request was never seen working: " << a.raw;
   EXPECT_EQ(a.status, 200) << a.raw;
   EXPECT_EQ(up_->engine_starts(), starts + 1);
   client[kind_of(a) + (a.status == 200 ? " completed (sent again after the restart)" : "")]++;
 
   // A raw completion of the same length, killed the same way: sent again as a turn is.
   starts = up_->engine_starts();
-  engine = up_->engine_pid();
-  answered = false;
-  killed_plain = false;
-  std::jthread raw_killer([&] {
-    while (!answered.load() && !working()) std::this_thread::sleep_for(5ms);
-    if (answered.load()) return;
-    ::kill(engine, SIGKILL);
-    killed_plain = true;
+  const auto raw = answer_killed_while_working([&] {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(120s);
+    return testing::post_json(
+        c, "/v1/completions",
+        {{"prompt", long_prompt("raw").back()["content"]}, {"max_tokens", 4}, {"logit_bias", bias_}});
   });
-  httplib::Client raw_client("127.0.0.1", port_);
-  raw_client.set_read_timeout(120s);
-  const auto raw = testing::post_json(
-      raw_client, "/v1/completions",
-      {{"prompt", long_prompt("raw").back()["content"]}, {"max_tokens", 4}, {"logit_bias", bias_}});
-  answered = true;
-  raw_killer.join();
-  ASSERT_TRUE(killed_plain.load()) << "the raw completion was never seen working: " << raw.raw;
   EXPECT_EQ(raw.status, 200) << raw.raw;
   EXPECT_EQ(up_->engine_starts(), starts + 1);
   client["raw completion: " + kind_of(raw) +

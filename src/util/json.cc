@@ -101,6 +101,8 @@ std::optional<std::string_view> member_text(std::string_view text, std::string_v
     i = skip_space(text, end);
     if (i < text.size() && text[i] == ',') i = skip_space(text, i + 1);
   }
+  // Only an object that ends where it should: a cut text holds no member for sure.
+  if (i >= text.size() || text[i] != '}') return std::nullopt;
   return found;
 }
 

@@ -43,7 +43,8 @@ std::string json_text_with(const nlohmann::json& object, WrittenMember written);
 // The text of the value of member `key` of the JSON object `text` (its last occurrence, as a
 // parser that keeps the last of repeated keys reads it), found by a linear scan without
 // parsing; nullopt when the object has no such member written with exactly these bytes (a key
-// written with escapes is not found). Unchecked beyond that: parse what it returns.
+// written with escapes is not found) or the text is not one whole object (cut short, or
+// members out of shape). Unchecked beyond that: parse what it returns.
 std::optional<std::string_view> member_text(std::string_view text, std::string_view key);
 
 }  // namespace kvgate::util

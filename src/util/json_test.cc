@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
 namespace kvgate::util {
 namespace {
 
@@ -61,6 +66,51 @@ TEST(JsonTest, MemberTextIsTheTopLevelValueAsWritten) {
     EXPECT_EQ(member_text(bad, "tools"), std::nullopt) << bad;
   }
   EXPECT_EQ(member_text("{}", "tools"), std::nullopt);
+}
+
+// Over generated objects (nested values, strings with quotes, braces and escapes, spaces
+// between tokens): the text member_text finds parses to the object's own value of that key;
+// every cut of such a text is read without a fault (the sanitizer build checks the reads) and
+// yields no member: a cut object is not one.
+TEST(JsonTest, MemberTextAgreesWithTheParserOnGeneratedObjects) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> atoms = {"1", "-2.5e3", "true", "null", R"("a\"}{[")", R"("\u00e9\\")", R"("")"};
+  std::function<std::string(int)> value = [&](int depth) -> std::string {
+    const int kind = depth > 2 ? 0 : static_cast<int>(rng() % 3);
+    if (kind == 0) return atoms[rng() % atoms.size()];
+    std::string out = kind == 1 ? "[" : "{";
+    const int n = static_cast<int>(rng() % 3);
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) out += rng() % 2 ? "," : " , ";
+      if (kind == 2) out += "\"k" + std::to_string(rng() % 4) + "\" :";
+      out += value(depth + 1);
+    }
+    return out + (kind == 1 ? "]" : "}");
+  };
+  for (int round = 0; round < 300; ++round) {
+    std::string text = "{";
+    const int members = 1 + static_cast<int>(rng() % 5);
+    for (int i = 0; i < members; ++i) {
+      if (i > 0) text += rng() % 2 ? ", " : ",";
+      text += "\"m" + std::to_string(rng() % 4) + "\":" + value(0);
+    }
+    text += " }";
+    const json parsed = json::parse(text);
+    for (int k = 0; k < 4; ++k) {
+      const std::string key = "m" + std::to_string(k);
+      const auto found = member_text(text, key);
+      ASSERT_EQ(found.has_value(), parsed.contains(key)) << text;
+      if (found) {
+        EXPECT_EQ(json::parse(*found), parsed[key]) << text;
+      }
+    }
+    for (size_t cut = 0; cut < text.size(); ++cut) {
+      const std::string_view part(text.data(), cut);
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(member_text(part, "m" + std::to_string(k)), std::nullopt) << part;
+      }
+    }
+  }
 }
 
 }  // namespace
