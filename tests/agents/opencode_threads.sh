@@ -6,18 +6,7 @@
 #   tests/agents/opencode_threads.sh KVGATE_BIN tests/fixtures/agents/opencode
 set -euo pipefail
 kv=$1 fx=$2
-w=$(mktemp -d)
-server=$(ls -d ~/.cache/kvgate/engine/llama.cpp-*/bin/llama-server | head -1)
-"$kv" synth --preset tiny-qwen3 --out "$w/model.gguf" >/dev/null
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-ep=$(free_port); gp=$(free_port)
-"$server" -m "$w/model.gguf" --host 127.0.0.1 --port $ep -c 32768 -np 1 --jinja -t 2 --api-key K >"$w/engine.log" 2>&1 &
-epid=$!
-trap 'kill $epid ${gpid:-} 2>/dev/null || true' EXIT
-for _ in $(seq 120); do curl -sf http://127.0.0.1:$ep/health >/dev/null && break; sleep 0.5; done
-"$kv" serve --upstream http://127.0.0.1:$ep --upstream-key K --listen 127.0.0.1:$gp --state-dir none >"$w/gw.log" 2>&1 &
-gpid=$!
-for _ in $(seq 120); do curl -sf http://127.0.0.1:$gp/health >/dev/null && break; sleep 0.5; done
+source "$(dirname "$0")/engine_and_gateway.sh"
 python3 - "$fx" $ep $gp <<'PY'
 import json, sys, urllib.request
 fx, ep, gp = sys.argv[1], sys.argv[2], sys.argv[3]
