@@ -59,7 +59,9 @@ void Turn::commit(const ApiStatus& result) {
 void Turn::account(const ApiStatus& result) {
   const Usage& u = sent_.reply.usage();
   if (!result.ok()) {
-    rec_.status = result.error().status;
+    // The turn's scope is cancelled only when its client left: whatever failed after that
+    // (a replay cut short, say) is the client's leaving, not the engine's or kvgate's failure.
+    rec_.status = cancel_.cancelled() ? kClientClosedStatus : result.error().status;
     rec_.error_kind = cancel_.cancelled() ? "client_disconnect" : result.error().code.value_or("upstream");
   } else if (sent_.saw_error_event) {
     rec_.status = 500;

@@ -7,11 +7,13 @@
 // the configured bound), that kvgate keeps serving (a good engine afterwards is served), and
 // that a failed turn commits nothing to its session.
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "engine/supervisor.h"
+#include "testing/eventually.h"
 #include "testing/fault_support.h"
 #include "testing/gateway_e2e.h"
 
@@ -507,6 +509,54 @@ TEST(UpstreamFaultsTest, ARawCompletionTheEngineLostIsSentAgain) {
   EXPECT_EQ(engine.count("/v1/completions"), 6u);
   a = post_json(client, "/v1/completions", body);
   EXPECT_EQ(a.status, 200) << a.raw;
+}
+
+// A client that leaves while kvgate replays an output the engine refused is counted as a
+// client that left (status 499 in the metrics), not as a failure of the engine or of kvgate.
+TEST(UpstreamFaultsTest, AClientThatLeavesDuringARescueIsCountedAsGone) {
+  FakeEngine engine([](const FakeRequest& r, FakeConnection& c) {
+    if (r.path == "/v1/chat/completions") {  // the engine's parser refuses the output in the stream
+      c.begin_chunked(200, "text/event-stream");
+      c.chunk(R"(data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]})"
+              "\n\n");
+      c.chunk(R"(data: {"error":{"code":500,"type":"server_error","message":"The model produced output that )"
+              R"(does not match the expected peg-native format"}})"
+              "\n\n");
+      return c.end_chunked();
+    }
+    if (r.path == "/apply-template")
+      return c.answer(200, "application/json", R"({"prompt":"user: hi\nassistant:"})");
+    if (r.path == "/completion") return c.stall();  // the replay: no answer while the client waits
+    if (!FakeEngine::answer_basics(r, c)) FakeEngine::answer_chat(r, c);
+  });
+  GatewayOptions o = fake_options();
+  o.generation_timeout = 30s;
+  o.min_upstream_timeout = 30s;
+  Front front([&] { return engine.endpoint(); }, o);
+  json body = chat_body("leaving during the rescue");
+  body["stream"] = true;
+  const std::string text = body.dump();
+  std::optional<testing::RawConnection> client(std::in_place, front.port());
+  ASSERT_TRUE(client->send(
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(text.size()) + "\r\n\r\n" + text));
+  ASSERT_TRUE(testing::eventually([&] { return engine.count("/completion") > 0; }, 10s))
+      << "no replay was asked";
+  client.reset();  // the client leaves
+  auto c = front.client();
+  std::string metrics;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        metrics = c.Get("/metrics")->body;
+        return metrics.find(R"(kvgate_requests_total{route="chat",status=)") != std::string::npos;
+      },
+      10s))
+      << metrics;
+  EXPECT_NE(metrics.find(R"(kvgate_requests_total{route="chat",status="499",stream="true"} 1)"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find(R"(kvgate_requests_total{route="chat",status="500")"), std::string::npos) << metrics;
 }
 
 }  // namespace
