@@ -9,6 +9,7 @@ std::span<const Command> commands() {
       {"doctor", "verify a server startup log against the plan", run_doctor},
       {"up", "plan, launch and verify the engine, serve the gateway", run_up},
       {"serve", "the gateway in front of a llama-server kvgate did not start", run_serve},
+      {"run", "start an agent CLI (claude, codex, opencode, qwen) pointed at a running kvgate", run_run},
       {"bench", "prefill curve, trace replay, gateway overhead", run_bench},
       {"synth", "write GGUF models with random weights for tests and demos", run_synth},
       {"unit", "service files (systemd, supervisor)", run_unit},

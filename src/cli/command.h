@@ -32,5 +32,6 @@ int run_serve(int argc, char** argv);
 int run_unit(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_engine(int argc, char** argv);
+int run_run(int argc, char** argv);
 
 }  // namespace kvgate::cli

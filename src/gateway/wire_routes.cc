@@ -36,16 +36,20 @@ ApiError bad_request_of(const wire::WireError& e) {
 
 // One model as both OpenAI's and Anthropic's clients read it (each ignores the other's fields).
 // `created` (OpenAI) and `created_at` (Anthropic) are when this kvgate started serving it.
-json model_entry(const std::string& id) {
+// `context`: the tokens one conversation may hold (0: unknown, not listed), under vLLM's name
+// for it (kvgate run reads it to tell an agent its window).
+json model_entry(const std::string& id, uint64_t context) {
   static const auto started =
       std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
-  return {{"id", id},
-          {"object", "model"},
-          {"created", started.time_since_epoch().count()},
-          {"owned_by", "kvgate"},
-          {"type", "model"},
-          {"display_name", id},
-          {"created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", started)}};
+  json entry = {{"id", id},
+                {"object", "model"},
+                {"created", started.time_since_epoch().count()},
+                {"owned_by", "kvgate"},
+                {"type", "model"},
+                {"display_name", id},
+                {"created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", started)}};
+  if (context > 0) entry["max_model_len"] = context;
+  return entry;
 }
 
 }  // namespace
@@ -190,11 +194,11 @@ void Gateway::models(const HttpRequest& request, ResponseWriter& writer) {
     if (id.find('/') != std::string::npos || id == "." || id == "..") {
       return send_error(writer, not_found(fmt::format("no model {}", id.substr(0, 200))));
     }
-    return send_json(writer, 200, model_entry(id));
+    return send_json(writer, 200, model_entry(id, context_tokens()));
   }
   send_json(writer, 200,
             {{"object", "list"},
-             {"data", json::array({model_entry(served)})},
+             {"data", json::array({model_entry(served, context_tokens())})},
              {"has_more", false},
              {"first_id", served},
              {"last_id", served}});

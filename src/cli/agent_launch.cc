@@ -1,0 +1,132 @@
+#include "cli/agent_launch.h"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "util/json.h"
+
+namespace kvgate::cli {
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+constexpr std::array<std::string_view, 4> kAgents = {"claude", "codex", "opencode", "qwen"};
+
+// A TOML basic string for Codex's -c overrides.
+std::string toml_string(std::string_view s) { return util::json_text(nlohmann::json(std::string(s))); }
+
+AgentLaunch claude(const ServerFacts& s) {
+  AgentLaunch l{.program = "claude", .package = "@anthropic-ai/claude-code"};
+  l.env = {{"ANTHROPIC_BASE_URL", s.url},
+           {"ANTHROPIC_API_KEY", s.key},
+           {"ANTHROPIC_MODEL", s.model},
+           {"ANTHROPIC_DEFAULT_OPUS_MODEL", s.model},
+           {"ANTHROPIC_DEFAULT_SONNET_MODEL", s.model},
+           {"ANTHROPIC_DEFAULT_HAIKU_MODEL", s.model},
+           {"ANTHROPIC_SMALL_FAST_MODEL", s.model}};
+  l.defaults = {{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"},
+                {"DISABLE_TELEMETRY", "1"},
+                {"DISABLE_ERROR_REPORTING", "1"},
+                {"DISABLE_AUTOUPDATER", "1"}};
+  if (s.context > 0) {
+    l.defaults.emplace_back("CLAUDE_CODE_MAX_CONTEXT_TOKENS", std::to_string(s.context));
+    l.defaults.emplace_back("CLAUDE_CODE_AUTO_COMPACT_WINDOW", std::to_string(s.context));
+    l.defaults.emplace_back("CLAUDE_CODE_MAX_OUTPUT_TOKENS", std::to_string(agent_output_cap(s.context)));
+  }
+  return l;
+}
+
+AgentLaunch codex(const ServerFacts& s) {
+  AgentLaunch l{.program = "codex", .package = "@openai/codex"};
+  l.env = {{"KVGATE_API_KEY", s.key}};
+  const std::string provider =
+      fmt::format(R"({{name="kvgate", base_url={}, wire_api="responses", env_key="KVGATE_API_KEY"}})",
+                  toml_string(s.url + "/v1"));
+  const std::vector<std::string> overrides = {
+      "model_provider=\"kvgate\"",     "model_providers.kvgate=" + provider,
+      "model=" + toml_string(s.model), "check_for_update_on_startup=false",
+      "analytics.enabled=false",       "feedback.enabled=false"};
+  for (const std::string& c : overrides) l.args.insert(l.args.end(), {"-c", c});
+  if (s.context > 0) {
+    l.args.insert(l.args.end(), {"-c", fmt::format("model_context_window={}", s.context), "-c",
+                                 fmt::format("model_auto_compact_token_limit={}", s.context)});
+  }
+  return l;
+}
+
+AgentLaunch opencode(const ServerFacts& s) {
+  AgentLaunch l{.program = "opencode", .package = "opencode-ai"};
+  nlohmann::json model = {{"name", s.model}};
+  if (s.context > 0) model["limit"] = {{"context", s.context}, {"output", agent_output_cap(s.context)}};
+  // One OpenAI-compatible provider (bundled in opencode), for the agent and its small model
+  // (titles, summaries); merged over the user's own configuration, which stays as it is.
+  const nlohmann::json config = {
+      {"provider",
+       {{"kvgate",
+         {{"npm", "@ai-sdk/openai-compatible"},
+          {"name", "kvgate"},
+          {"options", {{"baseURL", s.url + "/v1"}, {"apiKey", "{env:KVGATE_API_KEY}"}}},
+          {"models", {{s.model, model}}}}}}},
+      {"model", "kvgate/" + s.model},
+      {"small_model", "kvgate/" + s.model},
+      {"autoupdate", false},
+      {"share", "disabled"}};
+  l.env = {{"KVGATE_API_KEY", s.key}, {"OPENCODE_CONFIG_CONTENT", util::json_text(config)}};
+  l.defaults = {{"OPENCODE_DISABLE_AUTOUPDATE", "1"},
+                {"OPENCODE_DISABLE_MODELS_FETCH", "1"},
+                {"OPENCODE_DISABLE_SHARE", "1"}};
+  return l;
+}
+
+AgentLaunch qwen(const ServerFacts& s, const std::string& cache_dir) {
+  AgentLaunch l{.program = "qwen", .package = "@qwen-code/qwen-code"};
+  l.env = {{"OPENAI_BASE_URL", s.url + "/v1"}, {"OPENAI_API_KEY", s.key}, {"OPENAI_MODEL", s.model}};
+  // The window and the output cap are settings only: a system settings file of kvgate's own
+  // (it takes precedence over the user's files, which stay as they are).
+  nlohmann::json generation = nlohmann::json::object();
+  if (s.context > 0) {
+    generation = {{"contextWindowSize", s.context},
+                  {"samplingParams", {{"max_tokens", agent_output_cap(s.context)}}}};
+  }
+  const nlohmann::json settings = {{"security", {{"auth", {{"selectedType", "openai"}}}}},
+                                   {"model", {{"name", s.model}, {"generationConfig", generation}}},
+                                   {"privacy", {{"usageStatisticsEnabled", false}}},
+                                   {"telemetry", {{"enabled", false}}},
+                                   {"general", {{"enableAutoUpdate", false}}}};
+  const std::string path = cache_dir + "/qwen-settings.json";
+  l.files = {{path, util::json_text(settings, 2) + "\n"}};
+  l.env.emplace_back("QWEN_CODE_SYSTEM_SETTINGS_PATH", path);
+  return l;
+}
+
+}  // namespace
+
+std::span<const std::string_view> agent_names() { return kAgents; }
+
+uint64_t agent_output_cap(uint64_t context) { return std::min<uint64_t>(context / 4, 16384); }
+
+Result<AgentLaunch> agent_launch(std::string_view agent, const ServerFacts& server,
+                                 const std::string& cache_dir, std::vector<std::string> user_args) {
+  AgentLaunch l;
+  if (agent == "claude") {
+    l = claude(server);
+  } else if (agent == "codex") {
+    l = codex(server);
+  } else if (agent == "opencode") {
+    l = opencode(server);
+  } else if (agent == "qwen") {
+    l = qwen(server, cache_dir);
+  } else {
+    return Error(fmt::format("unknown agent '{}': kvgate run knows {}", agent, fmt::join(kAgents, ", ")));
+  }
+  l.args.insert(l.args.end(), std::make_move_iterator(user_args.begin()),
+                std::make_move_iterator(user_args.end()));
+  return l;
+}
+
+}  // namespace kvgate::cli

@@ -1,0 +1,171 @@
+// kvgate run: each agent's launch plan (pure), and the command against a real kvgate gateway
+// (its own /v1/models; no engine is asked), with `env` or `echo` standing in for the agent.
+#include "cli/agent_launch.h"
+
+#include <algorithm>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/cli_test_support.h"
+#include "testing/gateway_e2e.h"
+#include "testing/scripted_upstream.h"
+
+namespace kvgate::cli {
+namespace {
+
+using nlohmann::json;
+
+const ServerFacts kServer{
+    .url = "http://127.0.0.1:8787", .key = "k-123", .model = "qwen3-8b", .context = 32768};
+
+// The environment the agent gets from a caller that set none of it.
+std::map<std::string, std::string> env_of(const AgentLaunch& l) {
+  std::map<std::string, std::string> e(l.defaults.begin(), l.defaults.end());
+  for (const auto& [name, value] : l.env) e[name] = value;
+  return e;
+}
+
+TEST(AgentLaunchTest, ClaudeCodeIsPointedAtKvgateByItsEnvironment) {
+  auto l = agent_launch("claude", kServer, "/c", {"-p", "hello"});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->program, "claude");
+  EXPECT_EQ(l->args, (std::vector<std::string>{"-p", "hello"}));
+  auto e = env_of(*l);
+  EXPECT_EQ(e["ANTHROPIC_BASE_URL"], "http://127.0.0.1:8787");  // Claude Code adds /v1/messages
+  EXPECT_EQ(e["ANTHROPIC_API_KEY"], "k-123");
+  EXPECT_EQ(e["ANTHROPIC_MODEL"], "qwen3-8b");
+  EXPECT_EQ(e["ANTHROPIC_SMALL_FAST_MODEL"], "qwen3-8b");
+  EXPECT_EQ(e["CLAUDE_CODE_MAX_CONTEXT_TOKENS"], "32768");
+  EXPECT_EQ(e["CLAUDE_CODE_AUTO_COMPACT_WINDOW"], "32768");
+  EXPECT_EQ(e["CLAUDE_CODE_MAX_OUTPUT_TOKENS"], "8192");
+  EXPECT_EQ(e["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
+  EXPECT_TRUE(l->files.empty());
+}
+
+TEST(AgentLaunchTest, CodexGetsItsProviderAsOverridesBeforeTheUsersArguments) {
+  ServerFacts s = kServer;
+  s.model = "a \"quoted\" name";
+  auto l = agent_launch("codex", s, "/c", {"exec", "fix it"});
+  ASSERT_TRUE(l.ok());
+  ASSERT_GE(l->args.size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(l->args.end() - 2, l->args.end()),
+            (std::vector<std::string>{"exec", "fix it"}));
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i + 1 < l->args.size(); ++i) {
+    if (l->args[i] == "-c") overrides.push_back(l->args[i + 1]);
+  }
+  auto has = [&](const std::string& o) {
+    return std::find(overrides.begin(), overrides.end(), o) != overrides.end();
+  };
+  EXPECT_TRUE(has("model_provider=\"kvgate\""));
+  EXPECT_TRUE(has(R"(model="a \"quoted\" name")"));
+  EXPECT_TRUE(has(
+      R"(model_providers.kvgate={name="kvgate", base_url="http://127.0.0.1:8787/v1", wire_api="responses", env_key="KVGATE_API_KEY"})"));
+  EXPECT_TRUE(has("model_context_window=32768"));
+  EXPECT_TRUE(has("model_auto_compact_token_limit=32768"));
+  EXPECT_EQ(env_of(*l)["KVGATE_API_KEY"], "k-123");
+}
+
+TEST(AgentLaunchTest, OpencodeGetsAProviderMergedOverItsOwnConfiguration) {
+  auto l = agent_launch("opencode", kServer, "/c", {"run", "hi"});
+  ASSERT_TRUE(l.ok());
+  auto e = env_of(*l);
+  const json config = json::parse(e["OPENCODE_CONFIG_CONTENT"]);
+  EXPECT_EQ(config["model"], "kvgate/qwen3-8b");
+  EXPECT_EQ(config["small_model"], "kvgate/qwen3-8b");
+  const json& provider = config["provider"]["kvgate"];
+  EXPECT_EQ(provider["options"]["baseURL"], "http://127.0.0.1:8787/v1");
+  EXPECT_EQ(provider["options"]["apiKey"], "{env:KVGATE_API_KEY}");  // the key stays out of the config
+  EXPECT_EQ(provider["models"]["qwen3-8b"]["limit"]["context"], 32768);
+  EXPECT_EQ(provider["models"]["qwen3-8b"]["limit"]["output"], 8192);
+  EXPECT_EQ(e["KVGATE_API_KEY"], "k-123");
+  EXPECT_EQ(l->args, (std::vector<std::string>{"run", "hi"}));
+}
+
+TEST(AgentLaunchTest, QwenCodeGetsASettingsFileOfKvgatesOwn) {
+  auto l = agent_launch("qwen", kServer, "/cache/kvgate/run", {});
+  ASSERT_TRUE(l.ok());
+  auto e = env_of(*l);
+  EXPECT_EQ(e["OPENAI_BASE_URL"], "http://127.0.0.1:8787/v1");
+  EXPECT_EQ(e["OPENAI_MODEL"], "qwen3-8b");
+  ASSERT_EQ(l->files.size(), 1u);
+  EXPECT_EQ(l->files[0].first, "/cache/kvgate/run/qwen-settings.json");
+  EXPECT_EQ(e["QWEN_CODE_SYSTEM_SETTINGS_PATH"], l->files[0].first);
+  const json settings = json::parse(l->files[0].second);
+  EXPECT_EQ(settings["model"]["generationConfig"]["contextWindowSize"], 32768);
+  EXPECT_EQ(settings["model"]["generationConfig"]["samplingParams"]["max_tokens"], 8192);
+  EXPECT_EQ(settings["security"]["auth"]["selectedType"], "openai");
+  EXPECT_EQ(l->files[0].second.find("k-123"), std::string::npos) << "the key is not written to a file";
+}
+
+TEST(AgentLaunchTest, AnUnknownWindowLeavesTheAgentsOwnAndUnknownAgentsAreNamed) {
+  ServerFacts s = kServer;
+  s.context = 0;
+  auto claude = agent_launch("claude", s, "/c", {});
+  ASSERT_TRUE(claude.ok());
+  EXPECT_EQ(env_of(*claude).count("CLAUDE_CODE_MAX_CONTEXT_TOKENS"), 0u);
+  EXPECT_EQ(env_of(*claude).count("CLAUDE_CODE_MAX_OUTPUT_TOKENS"), 0u);
+  auto codex = agent_launch("codex", s, "/c", {});
+  ASSERT_TRUE(codex.ok());
+  EXPECT_EQ(std::count(codex->args.begin(), codex->args.end(), "model_context_window=0"), 0);
+  auto bad = agent_launch("cursor", kServer, "/c", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("claude, codex, opencode, qwen"), std::string::npos)
+      << bad.error().message();
+  EXPECT_EQ(agent_output_cap(32768), 8192u);
+  EXPECT_EQ(agent_output_cap(262144), 16384u);
+  EXPECT_EQ(agent_output_cap(0), 0u);
+}
+
+// The command against a real gateway: it reads the model and window from /v1/models, and the
+// agent (here `env`, which prints what it was given) runs in its place with them.
+TEST(KvgateRunTest, TheAgentRunsWithWhatKvgateServes) {
+  gateway::GatewayOptions o;
+  o.context_tokens = 16384;
+  o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
+  o.api_keys = {"secret-key"};
+  testing::Front front(std::make_shared<testing::ScriptedUpstream>(16384), o);
+  const std::string url = "http://127.0.0.1:" + std::to_string(front.port());
+  auto ran = testing::run_kvgate({"run", "claude", "--url", url, "--agent-bin", "/usr/bin/env"},
+                                 {{"KVGATE_API_KEY", "secret-key"}});
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("ANTHROPIC_BASE_URL=" + url + "\n"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("ANTHROPIC_MODEL=Qwen3-8B-Q4_K_M\n"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("CLAUDE_CODE_MAX_CONTEXT_TOKENS=16384\n"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("CLAUDE_CODE_MAX_OUTPUT_TOKENS=4096\n"), std::string::npos) << ran.output;
+  // The caller's own output cap wins; where kvgate is stays kvgate's.
+  ran = testing::run_kvgate({"run", "claude", "--url", url, "--agent-bin", "/usr/bin/env"},
+                            {{"KVGATE_API_KEY", "secret-key"},
+                             {"CLAUDE_CODE_MAX_OUTPUT_TOKENS", "512"},
+                             {"ANTHROPIC_BASE_URL", "https://api.anthropic.com"}});
+  EXPECT_NE(ran.output.find("CLAUDE_CODE_MAX_OUTPUT_TOKENS=512\n"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("ANTHROPIC_BASE_URL=" + url + "\n"), std::string::npos) << ran.output;
+  // The agent's own arguments after --, and --print, which runs nothing.
+  ran = testing::run_kvgate(
+      {"run", "codex", "--url", url, "--agent-bin", "/bin/echo", "--print", "--", "exec", "a b"},
+      {{"KVGATE_API_KEY", "secret-key"}});
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("KVGATE_API_KEY=<key>"), std::string::npos) << ran.output;
+  EXPECT_EQ(ran.output.find("secret-key"), std::string::npos) << ran.output;
+  EXPECT_NE(
+      ran.output.find("-c model_context_window=16384 -c model_auto_compact_token_limit=16384 exec 'a b'"),
+      std::string::npos)
+      << ran.output;
+  // A wrong key, no kvgate, and an agent that is not installed: clear errors.
+  ran = testing::run_kvgate({"run", "claude", "--url", url, "--agent-bin", "/usr/bin/env"},
+                            {{"KVGATE_API_KEY", "x"}});
+  EXPECT_EQ(ran.code, 1);
+  EXPECT_NE(ran.output.find("wants an API key"), std::string::npos) << ran.output;
+  ran = testing::run_kvgate({"run", "claude", "--url", "http://127.0.0.1:1"});
+  EXPECT_EQ(ran.code, 1);
+  EXPECT_NE(ran.output.find("kvgate up MODEL.gguf"), std::string::npos) << ran.output;
+  ran = testing::run_kvgate({"run", "opencode", "--url", url},
+                            {{"KVGATE_API_KEY", "secret-key"}, {"PATH", "/nonexistent"}});
+  EXPECT_EQ(ran.code, 1);
+  EXPECT_NE(ran.output.find("npm install -g opencode-ai"), std::string::npos) << ran.output;
+}
+
+}  // namespace
+}  // namespace kvgate::cli
