@@ -57,26 +57,6 @@ struct Options {
 
 void say(const std::string& line) { std::fprintf(stderr, "[engine build] %s\n", line.c_str()); }
 
-bool executable(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-}
-
-std::optional<std::string> find_program(std::string_view name) {
-  if (name.find('/') != std::string_view::npos) {
-    return executable(name) ? std::optional<std::string>(name) : std::nullopt;
-  }
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
-  std::string_view rest = path != nullptr ? path : "";
-  while (!rest.empty()) {
-    const size_t colon = rest.find(':');
-    const fs::path dir(rest.substr(0, colon));
-    if (!dir.empty() && executable(dir / name)) return (dir / name).string();
-    rest = colon == std::string_view::npos ? "" : rest.substr(colon + 1);
-  }
-  return std::nullopt;
-}
-
 struct Captured {
   int code = -1;
   std::string output;
@@ -155,9 +135,9 @@ Result<device::Facts> read_device(const Options& o) {
 engine::Toolchain find_toolchain(const Options& o, const std::string& device_root) {
   engine::Toolchain t;
   t.cores = device_cores(device_root);
-  t.ninja = find_program("ninja").has_value();
+  t.ninja = util::find_program("ninja").has_value();
   if (o.cuda == "off") return t;
-  if (auto cmake = find_program("cmake")) {
+  if (auto cmake = util::find_program("cmake")) {
     // "cmake version 3.25.1"
     if (auto v = capture({*cmake, "--version"}, std::chrono::seconds(20));
         v && v->output.starts_with("cmake version ")) {
@@ -167,14 +147,14 @@ engine::Toolchain find_toolchain(const Options& o, const std::string& device_roo
   if (!o.nvcc.empty()) {
     t.nvcc = o.nvcc;
   } else if (const char* cudacxx = std::getenv("CUDACXX");
-             cudacxx != nullptr && executable(cudacxx)) {  // NOLINT
+             cudacxx != nullptr && util::is_executable_file(cudacxx)) {  // NOLINT
     t.nvcc = cudacxx;
-  } else if (auto on_path = find_program("nvcc")) {
+  } else if (auto on_path = util::find_program("nvcc")) {
     t.nvcc = *on_path;
-  } else if (executable("/usr/local/cuda/bin/nvcc")) {
+  } else if (util::is_executable_file("/usr/local/cuda/bin/nvcc")) {
     t.nvcc = "/usr/local/cuda/bin/nvcc";
   }
-  if (t.nvcc && executable(*t.nvcc)) {
+  if (t.nvcc && util::is_executable_file(*t.nvcc)) {
     if (auto v = capture({*t.nvcc, "--version"}, std::chrono::seconds(20)); v && v->code == 0) {
       // "Cuda compilation tools, release 12.6, V12.6.68"
       const size_t at = v->output.find("release ");
@@ -190,7 +170,7 @@ engine::Toolchain find_toolchain(const Options& o, const std::string& device_roo
 std::string git_commit(const fs::path& source) {
   std::error_code ec;
   if (!fs::exists(source / ".git", ec)) return "";
-  auto git = find_program("git");
+  auto git = util::find_program("git");
   if (!git) return "";
   auto r = capture({*git, "-C", source.string(), "rev-parse", "HEAD"}, std::chrono::seconds(20));
   if (!r || r->code != 0) return "";
@@ -298,7 +278,7 @@ Result<fs::path> build_and_record(const engine::SourceTree& tree, const device::
   fs::create_directories(out / "bin", ec);
   fs::create_directories(out / "logs", ec);
   if (ec) return Error(fmt::format("cannot create '{}': {}", out.string(), ec.message()));
-  auto cmake = find_program("cmake");
+  auto cmake = util::find_program("cmake");
   if (!cmake) return Error("cmake is not on PATH (apt install cmake)");
   std::vector<std::string> configure = plan.configure, build = plan.build;
   configure[0] = build[0] = *cmake;

@@ -1,8 +1,9 @@
 // The values of `kvgate up`'s and `kvgate serve`'s options that other code reads too (up_options.h):
-// listen addresses, durations, the host names the gateway answers to.
+// listen addresses, durations, the host names the gateway answers to, API key files.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,20 @@ Result<std::vector<std::string>> parse_allowed_hosts(std::string_view text) {
     names.emplace_back(name);
   }
   return names;
+}
+
+Result<std::vector<std::string>> keys_in_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", path));
+  std::vector<std::string> keys;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    keys.push_back(line);
+  }
+  if (keys.empty()) return Error(fmt::format("--api-key-file: '{}' holds no key", path));
+  return keys;
 }
 
 }  // namespace kvgate::cli

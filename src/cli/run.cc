@@ -24,7 +24,9 @@
 #include "cli/agent_launch.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/up_options.h"
 #include "engine/pinned.h"
+#include "util/subprocess.h"
 
 namespace kvgate::cli {
 namespace {
@@ -37,20 +39,6 @@ constexpr const char* kDefaultUrl = "http://127.0.0.1:8787";
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::optional<std::string>(v) : std::nullopt;
-}
-
-// The first line of `path` that is not blank or a # comment (the format of --api-key-file).
-Result<std::string> key_from_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", path));
-  for (std::string line; std::getline(in, line);) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-      line.pop_back();
-    const size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#') continue;
-    return line.substr(start);
-  }
-  return Error(fmt::format("--api-key-file: '{}' holds no key", path));
 }
 
 // GET /v1/models of the kvgate at `url`.
@@ -82,40 +70,17 @@ Result<ServerFacts> ask_kvgate(const std::string& url, const std::string& key) {
   return s;
 }
 
-// `program` on PATH, or nullopt.
-std::optional<std::string> on_path(const std::string& program) {
-  const std::string path = env("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
-  for (size_t start = 0; start <= path.size();) {
-    const size_t end = std::min(path.find(':', start), path.size());
-    const fs::path candidate = fs::path(path.substr(start, end - start)) / program;
-    if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    start = end + 1;
-  }
-  return std::nullopt;
-}
-
-std::string shell_quoted(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@") ==
-          std::string::npos) {
-    return s;
-  }
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
 // What would run, for --print: the variables (the key shown as <key>) and the command line.
 void print_launch(const AgentLaunch& l, const std::string& program, const std::string& key) {
   for (const auto& [path, content] : l.files) fmt::print("# writes {}\n", path);
   for (const auto& [name, value] : l.env)
-    fmt::print("{}={}\n", name, value == key ? "<key>" : shell_quoted(value));
+    fmt::print("{}={}\n", name, value == key ? "<key>" : util::shell_quote(value));
   for (const auto& [name, value] : l.defaults) {
-    if (std::getenv(name.c_str()) == nullptr) fmt::print("{}={}\n", name, shell_quoted(value));
+    if (std::getenv(name.c_str()) == nullptr) fmt::print("{}={}\n", name, util::shell_quote(value));
   }
-  std::string line = shell_quoted(program);
-  for (const auto& a : l.args) line += " " + shell_quoted(a);
-  fmt::print("{}\n", line);
+  std::vector<std::string> command = {program};
+  command.insert(command.end(), l.args.begin(), l.args.end());
+  fmt::print("{}\n", util::shell_command(command));
 }
 
 Status write_files(const AgentLaunch& l) {
@@ -167,9 +132,10 @@ int run_run(int argc, char** argv) {
   while (!url.empty() && url.back() == '/') url.pop_back();
   std::string key = env("KVGATE_API_KEY").value_or("kvgate");
   if (!a.key_file.empty()) {
-    auto k = key_from_file(a.key_file);
-    if (!k.ok()) return (std::fprintf(stderr, "kvgate run: %s\n", k.error().message().c_str()), kExitUsage);
-    key = *k;
+    auto keys = keys_in_file(a.key_file);  // the format of kvgate up's --api-key-file: its first key
+    if (!keys.ok())
+      return (std::fprintf(stderr, "kvgate run: %s\n", keys.error().message().c_str()), kExitUsage);
+    key = keys->front();
   }
   const std::string cache_dir = (engine::cache_root() / "run").string();
   auto facts = ask_kvgate(url, key);
@@ -178,7 +144,8 @@ int run_run(int argc, char** argv) {
   auto launch = agent_launch(a.agent, *facts, cache_dir, std::move(agent_args));
   if (!launch.ok())
     return (std::fprintf(stderr, "kvgate run: %s\n", launch.error().message().c_str()), kExitUsage);
-  const std::optional<std::string> program = a.agent_bin.empty() ? on_path(launch->program) : a.agent_bin;
+  const std::optional<std::string> program =
+      a.agent_bin.empty() ? util::find_program(launch->program) : a.agent_bin;
   if (!program) {
     std::fprintf(stderr, "kvgate run: no `%s` on PATH: npm install -g %s (or give --agent-bin PATH)\n",
                  launch->program.c_str(), launch->package.c_str());

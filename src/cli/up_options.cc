@@ -147,14 +147,7 @@ Status api_keys(const std::string& name, const std::string& value, UpConfig& c) 
     std::stringstream in(value);
     for (std::string k; std::getline(in, k, ',');) keys.push_back(k);
   } else {
-    std::ifstream in(value);
-    if (!in) return Error(fmt::format("--api-key-file: cannot read '{}'", value));
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      keys.push_back(line);
-    }
-    if (keys.empty()) return Error(fmt::format("--api-key-file: '{}' holds no key", value));
+    KV_ASSIGN_OR_RETURN(keys, keys_in_file(value));
   }
   for (const auto& k : keys) {
     if (k.empty()) return Error(fmt::format("--{}: empty key", name));

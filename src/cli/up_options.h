@@ -54,6 +54,10 @@ enum class OptionSet { kUp, kServe };
 // Registers the model positional (up), --config and every option of the set on `app`.
 void add_up_options(CLI::App& app, UpOptions& options, OptionSet set = OptionSet::kUp);
 
+// The keys of an --api-key-file: one per line, trailing spaces dropped, blank lines and #
+// comments skipped; an Error when it cannot be read or holds none.
+Result<std::vector<std::string>> keys_in_file(const std::string& path);
+
 // Fills the options the command line left unset from the JSON config file; keys outside the
 // set are errors.
 Status merge_config_file(const std::string& path, UpOptions& options, OptionSet set = OptionSet::kUp);

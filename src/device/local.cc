@@ -14,20 +14,9 @@
 namespace kvgate::device {
 namespace {
 
-std::optional<std::string> find_on_path(std::string_view program) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return std::nullopt;
-  for (std::string_view dir : split(path, ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = fmt::format("{}/{}", dir, program);
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return std::nullopt;
-}
-
 // The query's output, or nullopt with a note when nvidia-smi is absent or fails.
 std::optional<std::string> run_nvidia_smi(std::vector<std::string>& notes) {
-  auto binary = find_on_path("nvidia-smi");
+  auto binary = util::find_program("nvidia-smi");
   if (!binary) return std::nullopt;
   std::mutex mu;
   std::string output;

@@ -63,7 +63,10 @@ ApiResult<TurnInput> ChatCompletionsAdapter::input(const HttpRequest& request, s
   const StreamFlags flags = stream_flags(body);
   in.stream = flags.stream;
   in.include_usage = flags.include_usage;
-  if (auto tools = util::member_text(request.body, "tools")) in.tools_text = *tools;
+  // The client's own text of its tools (key order kept), looked up only when there are any.
+  if (auto t = body.find("tools"); t != body.end() && t->is_array() && !t->empty()) {
+    if (auto tools = util::member_text(request.body, "tools")) in.tools_text = *tools;
+  }
   in.body = std::move(body);
   in.scope = std::move(scope);
   in.api = "chat";

@@ -25,15 +25,6 @@ namespace kvgate::gateway {
 using http::SseParser;
 using nlohmann::json;
 
-namespace {
-
-bool engine_lost(const UpstreamError& e) {
-  return e.kind == UpstreamFailure::kConnect || e.kind == UpstreamFailure::kBroken ||
-         e.kind == UpstreamFailure::kUnavailable;
-}
-
-}  // namespace
-
 void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   const auto t0 = std::chrono::steady_clock::now();
   auto parsed = parse_json_body(request.body);
@@ -80,7 +71,7 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
 
 bool Gateway::retry_completion(RawCompletion& c, const EngineEndpoint& before, const UpstreamError& error,
                                CancelScope& cancel) {
-  if (!engine_lost(error) || cancel.cancelled() || c.engine_retries >= 1) return false;
+  if (!lost_before_answering(error.kind) || cancel.cancelled() || c.engine_retries >= 1) return false;
   ++c.engine_retries;
   if (!wait_for_engine_again(before, c.client_gone)) return false;
   // A request that was alone with the engine when it was lost is what took it down: it is

@@ -28,11 +28,7 @@ using nlohmann::json;
 
 namespace {
 
-bool worth_a_restart(const SendOutcome& out) {
-  return out.upstream_failure &&
-         (*out.upstream_failure == UpstreamFailure::kConnect || *out.upstream_failure == UpstreamFailure::kBroken ||
-          *out.upstream_failure == UpstreamFailure::kUnavailable);
-}
+bool worth_a_restart(const SendOutcome& out) { return out.upstream_failure && lost_before_answering(*out.upstream_failure); }
 
 }  // namespace
 

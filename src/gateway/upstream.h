@@ -78,6 +78,13 @@ struct UpstreamError {
   int retry_after_s = 0;
 };
 
+// The engine could not be reached or went away before it answered: what a restarted engine
+// may answer (chat turns and raw completions send such a request once more).
+inline bool lost_before_answering(UpstreamFailure kind) {
+  return kind == UpstreamFailure::kConnect || kind == UpstreamFailure::kBroken ||
+         kind == UpstreamFailure::kUnavailable;
+}
+
 class CancelScope {
  public:
   void cancel();

@@ -10,6 +10,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <cstdlib>
+#include <filesystem>
 
 extern char** environ;
 
@@ -182,6 +184,26 @@ std::string shell_quote(std::string_view arg) {
   std::string out = "'";
   for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+bool is_executable_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::optional<std::string> find_program(std::string_view name) {
+  if (name.find('/') != std::string_view::npos) {
+    return is_executable_file(std::string(name)) ? std::optional<std::string>(name) : std::nullopt;
+  }
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
+  std::string_view rest = path != nullptr ? path : "";
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    const std::filesystem::path dir(rest.substr(0, colon));
+    if (!dir.empty() && is_executable_file((dir / name).string())) return (dir / name).string();
+    rest = colon == std::string_view::npos ? "" : rest.substr(colon + 1);
+  }
+  return std::nullopt;
 }
 
 std::string shell_command(const std::vector<std::string>& argv) {

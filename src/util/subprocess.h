@@ -87,4 +87,10 @@ std::string shell_quote(std::string_view arg);
 // The command line `argv` as one shell-ready string (each argument shell_quote()d).
 std::string shell_command(const std::vector<std::string>& argv);
 
+// Whether `path` is a regular file this process may execute.
+bool is_executable_file(const std::string& path);
+// The executable regular file `name` names: as given when it holds a '/', else the first in
+// the folders of $PATH. nullopt when there is none.
+std::optional<std::string> find_program(std::string_view name);
+
 }  // namespace kvgate::util

@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <vector>
 
@@ -117,6 +119,21 @@ TEST(ShellQuote, QuotesOnlyWhatAShellWouldChange) {
     EXPECT_EQ(q.back(), '\'') << special;
   }
   EXPECT_EQ(shell_command({"cmake", "-S", "/a b"}), "cmake -S '/a b'");
+}
+
+// One lookup of programs for every command (engine builds, nvidia-smi, kvgate run's agents).
+TEST(SubprocessTest, FindProgramLooksOnPathForAnExecutableFile) {
+  const auto sh = find_program("sh");
+  ASSERT_TRUE(sh.has_value());
+  EXPECT_TRUE(is_executable_file(*sh));
+  EXPECT_EQ(find_program("/bin/sh"), std::optional<std::string>("/bin/sh"));  // a path as given
+  EXPECT_EQ(find_program("no-such-program-kvgate"), std::nullopt);
+  EXPECT_EQ(find_program("/tmp"), std::nullopt);  // a folder is not a program
+  const std::string plain = (std::filesystem::temp_directory_path() / "kvgate-find-program-plain").string();
+  std::ofstream(plain) << "not a program\n";
+  std::filesystem::permissions(plain, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_FALSE(is_executable_file(plain));
+  std::filesystem::remove(plain);
 }
 
 }  // namespace
