@@ -9,6 +9,7 @@
 
 #include "gateway/work_limits.h"
 #include "rescue/relaxed_json.h"
+#include "util/json.h"
 
 namespace kvgate::gateway {
 
@@ -57,6 +58,13 @@ ApiStatus check_arguments_depth(const json& messages, size_t max_depth) {
   return {};
 }
 
+// The index of the closing quote of the string that opens at text[quote], or text.size() when
+// the text ends inside it.
+size_t string_close(std::string_view text, size_t quote) {
+  const size_t end = util::json_string_end(text, quote);
+  return end == std::string_view::npos ? text.size() : end - 1;
+}
+
 }  // namespace
 
 ApiError request_too_large(std::string message) {
@@ -92,9 +100,7 @@ JsonTextScan scan_json_text(std::string_view text, size_t max_depth, size_t stop
     const char c = text[i];
     if (c == '"') {
       const size_t begin = i + 1;
-      for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\') ++i;
-      }
+      i = string_close(text, i);
       if (i >= stop_at) break;  // stopped inside this string: the path is its key's
       last_string = text.substr(begin, std::min(i, text.size()) - begin);
     } else if (c == '[' || c == '{') {
@@ -125,9 +131,7 @@ size_t first_overflowing_number(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '"') {
-      for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\') ++i;
-      }
+      i = string_close(text, i);
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       size_t j = i + 1;
       while (j < text.size() && std::string_view("0123456789.eE+-").find(text[j]) != std::string_view::npos) ++j;
@@ -144,9 +148,7 @@ size_t json_text_depth_exceeded_at(std::string_view text, size_t max_depth) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '"') {
-      for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\') ++i;
-      }
+      i = string_close(text, i);
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth) return i;
     } else if ((c == ']' || c == '}') && depth > 0) {

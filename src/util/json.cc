@@ -36,10 +36,7 @@ std::string json_text_with(const nlohmann::json& object, WrittenMember written) 
   return json_text_with(object, std::string(), nullptr, written);
 }
 
-namespace {
-
-// The end of the string that starts at text[i] == '"' (one past its closing quote), or npos.
-size_t string_end(std::string_view text, size_t i) {
+size_t json_string_end(std::string_view text, size_t i) {
   for (++i; i < text.size(); ++i) {
     if (text[i] == '\\') {
       ++i;
@@ -49,6 +46,8 @@ size_t string_end(std::string_view text, size_t i) {
   }
   return std::string_view::npos;
 }
+
+namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -60,7 +59,7 @@ size_t skip_space(std::string_view text, size_t i) {
 // The end of the value that starts at text[i] (not a space): one past its last byte, or npos.
 size_t value_end(std::string_view text, size_t i) {
   if (i >= text.size()) return std::string_view::npos;
-  if (text[i] == '"') return string_end(text, i);
+  if (text[i] == '"') return json_string_end(text, i);
   if (text[i] != '{' && text[i] != '[') {
     while (i < text.size() && text[i] != ',' && text[i] != '}' && text[i] != ']' && !is_space(text[i])) ++i;
     return i;
@@ -69,7 +68,7 @@ size_t value_end(std::string_view text, size_t i) {
   for (; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '"') {
-      i = string_end(text, i);
+      i = json_string_end(text, i);
       if (i == std::string_view::npos) return i;
       --i;
     } else if (c == '{' || c == '[') {
@@ -89,7 +88,7 @@ std::optional<std::string_view> member_text(std::string_view text, std::string_v
   if (i >= text.size() || text[i] != '{') return std::nullopt;
   i = skip_space(text, i + 1);
   while (i < text.size() && text[i] == '"') {
-    const size_t key_end = string_end(text, i);
+    const size_t key_end = json_string_end(text, i);
     if (key_end == std::string_view::npos) return std::nullopt;
     const std::string_view name = text.substr(i + 1, key_end - i - 2);
     i = skip_space(text, key_end);

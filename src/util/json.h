@@ -40,6 +40,10 @@ std::string json_text_with(const nlohmann::json& object, const std::string& key,
 // json_text of `object` with `written` as above. REQUIRES: object.is_object().
 std::string json_text_with(const nlohmann::json& object, WrittenMember written);
 
+// One past the closing quote of the JSON string that opens at text[quote] (a '"'), its
+// escapes skipped; npos when the text ends inside it. For linear scans of JSON text.
+size_t json_string_end(std::string_view text, size_t quote);
+
 // The text of the value of member `key` of the JSON object `text` (its last occurrence, as a
 // parser that keeps the last of repeated keys reads it), found by a linear scan without
 // parsing; nullopt when the object has no such member written with exactly these bytes (a key
