@@ -312,9 +312,10 @@ class Gateway {
     uint64_t first_new = 0;             // history index of the first message of the current request
     const char* trigger = "watermark";  // "watermark", "overflow", "window" or "manual"
     int slot = 0;
-    bool summaries = true;        // false: drop the oldest turns (CompactionOptions::summaries)
-    uint64_t fit = 0;             // CompactionOptions::fit_tokens
-    std::string_view tools_text;  // the request's tools as sent (ChatRequest::tools_text)
+    bool summaries = true;          // false: drop the oldest turns (CompactionOptions::summaries)
+    uint64_t fit = 0;               // CompactionOptions::fit_tokens
+    std::string_view tools_text;    // the request's tools as sent (ChatRequest::tools_text)
+    std::string_view instructions;  // the client's own summary instruction (context management)
   };
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
                                                  const nlohmann::json& body, const CompactionCall& call);

@@ -100,7 +100,7 @@ Result<std::string> Gateway::engine_summary(Session& session, const json& reques
     before = t.substr(0, std::min<size_t>(t.size(), 80));
   }
   const uint64_t words = std::max<uint64_t>(40, max_tokens * 6 / 10);
-  std::string instruction = fmt::format(
+  std::string instruction = !call.instructions.empty() ? std::string(call.instructions) : fmt::format(
       "Write a summary of the conversation above{} so that it can be continued without it: the task and its goal, "
       "decisions taken, files, commands, numbers and errors that matter, and what is still open. If a summary of "
       "earlier parts is above, fold it in. At most {} words, plain text, no preamble.",

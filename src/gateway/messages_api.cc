@@ -2,6 +2,7 @@
 
 #include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
+#include "gateway/context_summary.h"
 #include "gateway/json_headers.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -22,6 +23,28 @@ namespace {
 RelayOptions with_pings(RelayOptions relay) {
   relay.keepalive_text = [](std::string_view) { return wire::MessagesStream::ping(); };
   return relay;
+}
+
+wire::ClientJson compaction_block(const std::string& summary) {
+  return {{"type", "compaction"}, {"content", summary}, {"encrypted_content", nullptr}};
+}
+
+// usage.iterations: the summary's own figures (the engine's, for writing it) before the
+// answer's, which stay the message's usage.
+void add_compaction_iteration(wire::ClientJson& usage, const json& summary) {
+  if (!summary.contains("prompt_tokens")) return;
+  const uint64_t prompt = summary.value("prompt_tokens", uint64_t{0});
+  const uint64_t cached = std::min(summary.value("cached_tokens", uint64_t{0}), prompt);
+  wire::ClientJson message = usage;
+  message.erase("iterations");
+  message["type"] = "message";
+  usage["iterations"] =
+      wire::ClientJson::array({{{"type", "compaction"},
+                                {"input_tokens", prompt - cached},
+                                {"cache_creation_input_tokens", 0},
+                                {"cache_read_input_tokens", cached},
+                                {"output_tokens", summary.value("generated_tokens", uint64_t{0})}},
+                               std::move(message)});
 }
 
 }  // namespace
@@ -60,16 +83,33 @@ wire::WireResult<TurnInput> MessagesAdapter::input(const HttpRequest& request, s
   in.tools_text = std::move(conv.tools_text);
   in.scope = std::move(scope);
   in.api = "messages";
+  in.edits = std::move(conv.edits);
+  if (conv.carried_summary) put_carried_summary(in.body, *conv.carried_summary);
   return in;
 }
 
 void MessagesAdapter::answer(const json& response, std::string_view) {
-  writer_.send(200, kJsonHeaders, util::json_text(wire::chat_to_message(response, model_)));
+  wire::ClientJson message = wire::chat_to_message(response, model_);
+  if (context_) {
+    if (context_->summary) {
+      message["content"].insert(message["content"].begin(), compaction_block(*context_->summary));
+      if (!context_->paused) add_compaction_iteration(message["usage"], context_->summary_usage);
+    }
+    message["context_management"] = {{"applied_edits", context_->applied_edits}};
+  }
+  writer_.send(200, kJsonHeaders, util::json_text(message));
 }
 
 std::vector<std::string> MessagesAdapter::start_events() {
   if (!stream_) stream_.emplace(model_, wire::message_id(util::random_id("chatcmpl-")));
-  return {stream_->start()};
+  std::vector<std::string> events = {stream_->start()};
+  if (context_) {
+    stream_->set_context_management({{"applied_edits", context_->applied_edits}});
+    if (context_->summary) {
+      for (std::string& e : stream_->compaction(*context_->summary)) events.push_back(std::move(e));
+    }
+  }
+  return events;
 }
 
 std::vector<std::string> MessagesAdapter::chunk_events(const json& chunk) { return stream_->on_chunk(chunk); }

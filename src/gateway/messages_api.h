@@ -42,6 +42,7 @@ class MessagesAdapter final : public EventOutput {
                                            std::string& model);
 
   void answer(const nlohmann::json& response, std::string_view engine_text) override;
+  void context_managed(const ContextReport& report) override { context_ = report; }
 
  private:
   std::vector<std::string> start_events() override;
@@ -52,6 +53,7 @@ class MessagesAdapter final : public EventOutput {
 
   std::string model_;
   std::optional<wire::MessagesStream> stream_;  // from the first chunk (its id names the message)
+  std::optional<ContextReport> context_;        // the request asked for context management
 };
 
 }  // namespace kvgate::gateway

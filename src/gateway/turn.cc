@@ -51,7 +51,11 @@ void Turn::run() {
   reconcile();
   if (auto bound = bind(); !bound.ok()) return out_.fail(bound.error());
   ApiStatus result = budget();
-  if (result.ok()) result = send();
+  if (result.ok() && managed_.paused) {
+    answer_compaction();
+  } else if (result.ok()) {
+    result = send();
+  }
   commit(result);
 }
 

@@ -39,6 +39,7 @@
 
 #include "gateway/api_error.h"
 #include "gateway/upstream.h"
+#include "wire/context_edits.h"
 
 namespace kvgate::gateway {
 
@@ -65,12 +66,30 @@ struct TurnInput {
   // The body's tools as the client wrote them (JSON text, keys in its order), if known: the
   // engine is sent them so (ChatRequest::tools_text).
   std::string tools_text;
+  // The context management the client asked for (turn_context.cc serves it).
+  wire::ContextEdits edits;
+};
+
+// What a turn did for the client's context management, told to its output before the engine
+// is asked (TurnOutput::context_managed).
+struct ContextReport {
+  std::optional<std::string> summary;  // a compaction: the answer opens with this summary
+  bool paused = false;                 // nothing is sampled after it (finish_reason "compaction")
+  // The engine's figures for writing the summary ({"prompt_tokens", "cached_tokens",
+  // "generated_tokens"}), when it wrote one.
+  nlohmann::json summary_usage = nlohmann::json::object();
+  // Anthropic's applied_edits entries ({"type", "cleared_tool_uses", "cleared_input_tokens"}).
+  nlohmann::json applied_edits = nlohmann::json::array();
 };
 
 // What a turn delivers, in the adapter's wire format.
 class TurnOutput {
  public:
   virtual ~TurnOutput() = default;
+
+  // Only for a request with context management (TurnInput::edits), once, before the answer
+  // starts: what was done. The adapter reports it in its API's shape.
+  virtual void context_managed(const ContextReport& /*report*/) {}
 
   // Non-blocking: whether the client has gone (polled while the turn waits).
   virtual bool client_gone() = 0;

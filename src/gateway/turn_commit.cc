@@ -42,7 +42,8 @@ void Turn::commit(const ApiStatus& result) {
   count_in_session(ok);
   if (ok) (void)g_.persist(*session_, compactions_);
   finish_answer(ok);
-  if (ok && g_.kv_) {
+  // A paused compaction sent nothing: the slot holds the summary's prompt, not this view.
+  if (ok && g_.kv_ && !managed_.paused) {
     // Ends with the reply as it is sent next time (marked as the template needs it).
     const json next_view = g_.upstream_view(build_view(session_->conversation), req_.body);
     const Usage& u = sent_.reply.usage();
@@ -73,7 +74,8 @@ void Turn::account(const ApiStatus& result) {
   rec_.ttft_ms = sent_.ttft_ms;
   rec_.decode_tokens_per_s = u.predicted_per_second;
   rec_.total_ms = util::ms_since(t0_);
-  if (u.known) {
+  // A paused compaction's figures are the summary request's, not the view's: nothing to learn.
+  if (u.known && !managed_.paused) {
     g_.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
     if (counted_ > 0 && u.prompt_tokens > 0) accounting_diff_ = g_.tokens_.calibrate(counted_, u.prompt_tokens);
     if (u.prompt_tokens > 0) g_.tokens_.learn(req_.body, view_, u.prompt_tokens);

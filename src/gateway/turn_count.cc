@@ -34,7 +34,9 @@ ApiStatus Turn::budget() {
     bound_ = extended_prompt_bound(session_->last_view, session_->last_sent_tokens, view_);
   }
   const bool front_moved = intake_.window_front_moved && options_.compaction && marks_.high > 0;
-  if (front_moved || needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
+  // Context management decides on the exact count.
+  if (front_moved || in_.edits.requested ||
+      needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
     const auto t0 = Clock::now();
     auto count = g_.tokens_.count(req_.body, view_, req_.tools_text);
     rec_.accounting_ms = util::ms_since(t0);
@@ -47,6 +49,7 @@ ApiStatus Turn::budget() {
       if (is_count_time_limit(count.error())) return request_too_large(count.error().message());
     }
   }
+  KV_TRY(manage_context());
   if (options_.compaction && marks_.high > 0 && counted_ > 0 && counted_ + reserve_ > marks_.high) {
     KV_TRY(compact_to(compaction_target(marks_.low, reserve_), "watermark"));
   } else if (front_moved && counted_ > 0 && !options_.engine_shifts) {

@@ -92,6 +92,11 @@ class Turn {
   ApiStatus budget();
   ApiStatus compact_to(uint64_t target, const char* trigger);
   void recount();  // the view counted again (after a compaction, or when it was only bounded)
+  // turn_context.cc: the client's context management (TurnInput::edits), after the count.
+  ApiStatus manage_context();
+  void clear_tool_uses(const wire::ClearToolUses& spec);
+  ApiStatus compact_for_client(const wire::CompactEdit& edit);
+  void answer_compaction();  // a paused compaction's answer: the summary alone
   uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
   // 6. turn_send.cc: attempts until one is final.
   ApiStatus send();
@@ -175,6 +180,7 @@ class Turn {
   uint64_t counted_ = 0;
   std::string rendered_;
   std::vector<nlohmann::json> compactions_;
+  ContextReport managed_;  // what manage_context() did
   // 6.
   CancelScope cancel_;
   bool stream_opened_ = false;

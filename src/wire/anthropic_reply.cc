@@ -15,6 +15,7 @@ std::string message_id(std::string_view chat_id) { return "msg_" + id_stem(chat_
 std::string anthropic_stop_reason(std::string_view finish_reason, bool has_tool_calls,
                                   std::string_view stop_word) {
   if (finish_reason == "length") return "max_tokens";
+  if (finish_reason == "compaction") return "compaction";  // kvgate's: a paused compaction
   if (has_tool_calls) return "tool_use";
   if (finish_reason == "content_filter") return "refusal";
   if (!stop_word.empty()) return "stop_sequence";

@@ -5,6 +5,7 @@
 
 #include "util/json.h"
 #include "wire/chat_body.h"
+#include "wire/context_edits.h"
 #include "wire/fields.h"
 
 namespace kvgate::wire {
@@ -144,11 +145,12 @@ WireResult<json> tool_call(const Fields& block) {
               {"function", {{"name", std::move(name)}, {"arguments", arguments}}}};
 }
 
+// `from`: the first block to convert (those before a compaction block are replaced by it).
 WireResult<void> add_assistant(const ClientJson& content, const std::string& path, json& out,
-                               ChatConversion& c) {
+                               ChatConversion& c, size_t from = 0) {
   std::vector<std::string> texts;
   json calls = json::array();
-  for (size_t i = 0; i < content.size(); ++i) {
+  for (size_t i = from; i < content.size(); ++i) {
     KV_ASSIGN_OR_RETURN(Fields block, Fields::of(content[i], child_path(path, i)));
     KV_ASSIGN_OR_RETURN(std::string type, block.string("type"));
     if (type == "text") {
@@ -159,10 +161,11 @@ WireResult<void> add_assistant(const ClientJson& content, const std::string& pat
       calls.push_back(std::move(call));
     } else if (type == "tool_result") {
       return block.error("type", "tool_result blocks belong in user messages");
-    } else if (type != "thinking" && type != "redacted_thinking") {
+    } else if (type != "thinking" && type != "redacted_thinking" && type != "compaction") {
       c.ignored.push_back(block.path_of("type") + "=" + type);
     }
   }
+  if (texts.empty() && calls.empty() && from > 0) return {};  // the compaction block alone
   json message = {{"role", "assistant"}, {"content", join_texts(texts)}};
   if (!calls.empty()) {
     if (texts.empty()) message["content"] = nullptr;
@@ -203,7 +206,8 @@ WireResult<std::string> system_text(const ClientJson& value, const std::string& 
   return join_texts(texts);
 }
 
-WireResult<void> add_message(const ClientJson& value, const std::string& path, json& out, ChatConversion& c) {
+WireResult<void> add_message(const ClientJson& value, const std::string& path, json& out, ChatConversion& c,
+                             size_t from_block) {
   KV_ASSIGN_OR_RETURN(Fields m, Fields::of(value, path));
   KV_ASSIGN_OR_RETURN(std::string role, m.string("role"));
   if (role != "user" && role != "assistant" && role != "system") {
@@ -225,7 +229,38 @@ WireResult<void> add_message(const ClientJson& value, const std::string& path, j
                                   std::string(json_kind(*content)));
   }
   if (role == "user") return add_user(*content, m.path_of("content"), out, c);
-  return add_assistant(*content, m.path_of("content"), out, c);
+  return add_assistant(*content, m.path_of("content"), out, c, from_block);
+}
+
+// Where the conversation resumes after the last compaction block of an assistant message
+// that carries a summary (message index, block index after it); {0, 0} when there is none.
+// A block whose content is null stands for a compaction that failed: it changes nothing.
+bool has_string(const ClientJson& object, std::string_view key, std::string_view value) {
+  if (!object.is_object()) return false;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+}
+
+WireResult<std::pair<size_t, size_t>> after_compaction(const ClientJson& list, ChatConversion& c) {
+  for (size_t i = list.size(); i-- > 0;) {
+    const ClientJson& m = list[i];
+    if (!has_string(m, "role", "assistant")) continue;
+    const auto content = m.find("content");
+    if (content == m.end() || !content->is_array()) continue;
+    for (size_t b = content->size(); b-- > 0;) {
+      const ClientJson& block = (*content)[b];
+      if (!has_string(block, "type", "compaction")) continue;
+      const auto summary = block.find("content");
+      if (summary == block.end() || summary->is_null()) continue;
+      const std::string path = child_path(child_path(child_path("messages", i), "content"), b);
+      if (!summary->is_string() || summary->get<std::string>().empty()) {
+        return invalid_request(child_path(path, "content"), "expected a non-empty string or null");
+      }
+      c.carried_summary = summary->get<std::string>();
+      return std::pair<size_t, size_t>(i, b + 1);
+    }
+  }
+  return std::pair<size_t, size_t>(0, 0);
 }
 
 WireResult<void> add_messages(const Fields& top, json& chat, ChatConversion& c) {
@@ -236,8 +271,10 @@ WireResult<void> add_messages(const Fields& top, json& chat, ChatConversion& c) 
   }
   KV_ASSIGN_OR_RETURN(const ClientJson* list, top.array("messages"));
   if (list->empty()) return top.error("messages", "at least one message is required");
-  for (size_t i = 0; i < list->size(); ++i) {
-    KV_TRY(add_message((*list)[i], child_path("messages", i), messages, c));
+  KV_ASSIGN_OR_RETURN(auto resume, after_compaction(*list, c));
+  for (size_t i = resume.first; i < list->size(); ++i) {
+    KV_TRY(add_message((*list)[i], child_path("messages", i), messages, c,
+                       i == resume.first ? resume.second : 0));
   }
   chat["messages"] = std::move(messages);
   return {};
@@ -318,9 +355,14 @@ WireResult<ChatConversion> convert(const ClientJson& request, Purpose purpose) {
   KV_ASSIGN_OR_RETURN(Fields top, Fields::of(request, ""));
   ChatConversion c;
   if (purpose == Purpose::kMessages) {
-    top.list_unknown({"model", "messages", "system", "max_tokens", "metadata", "stop_sequences", "stream",
-                      "temperature", "top_p", "top_k", "tools", "tool_choice", "thinking"},
-                     c.ignored);
+    top.list_unknown(
+        {"model", "messages", "system", "max_tokens", "metadata", "stop_sequences", "stream", "temperature",
+         "top_p", "top_k", "tools", "tool_choice", "thinking", "context_management"},
+        c.ignored);
+    if (const ClientJson* cm = top.find("context_management")) {
+      KV_ASSIGN_OR_RETURN(ContextEdits edits, anthropic_context_edits(*cm));
+      c.edits = std::move(edits);
+    }
   } else {
     top.list_unknown({"model", "messages", "system", "tools", "tool_choice", "thinking"}, c.ignored);
   }

@@ -31,9 +31,12 @@
 //   new in every request, is masked so requests share their cached prefix
 //   metadata.user_id                              → session_key
 //   role "system" messages                        → system messages where they stand
+//   context_management                            → edits (context_edits.h)
+//   an assistant `compaction` block with a summary → carried_summary; the messages and
+//                                                   blocks before it are dropped
 // Not supported: server tools (web_search_…, code_execution_…, bash_…, text_editor_…),
 // dropped and listed in `ignored`, as is every top-level field not above (cache_control,
-// context_management, output_config, service_tier, ...) and every content block of an
+// output_config, service_tier, ...) and every content block of an
 // unknown type. Documents other than text, image file ids, tool_use in a user turn and
 // tool_result in an assistant turn are 400s. Errors are 400 invalid_request_error with the
 // field's path. The request may be a plain nlohmann::json too (it converts), but then its
@@ -47,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/context_edits.h"
 #include "wire/wire_error.h"
 
 namespace kvgate::wire {
@@ -59,6 +63,10 @@ struct ChatConversion {
   std::vector<std::string> ignored;  // paths of what was tolerated but not used
   std::string model;                 // as the client named it, to echo back
   std::string tools_text;            // chat["tools"] with the client's key order (FunctionTools)
+  ContextEdits edits;                // context_management (context_edits.h)
+  // The summary of the last compaction block carried back: the messages before it are not
+  // in `chat`; the gateway puts the summary in their place.
+  std::optional<std::string> carried_summary;
 };
 
 WireResult<ChatConversion> messages_to_chat(const ClientJson& request);

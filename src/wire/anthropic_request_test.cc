@@ -154,7 +154,8 @@ TEST(AnthropicRequestTest, UnknownBlocksAndFieldsAreListedNotFatal) {
     "service_tier": "auto", "cache_control": {"type": "ephemeral"},
     "messages": [{"role": "user", "content": [{"type": "search_result", "source": "s", "title": "t", "content": []},
                                               {"type": "text", "text": "q"}]}]})");
-  EXPECT_TRUE(contains(c.ignored, "context_management"));
+  EXPECT_FALSE(contains(c.ignored, "context_management"));  // served (context_edits.h)
+  EXPECT_TRUE(c.edits.requested);
   EXPECT_TRUE(contains(c.ignored, "output_config"));
   EXPECT_TRUE(contains(c.ignored, "service_tier"));
   EXPECT_TRUE(contains(c.ignored, "cache_control"));
@@ -344,4 +345,84 @@ TEST(AnthropicRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
 }
 
 }  // namespace
+TEST(AnthropicRequestTest, ContextManagementEditsAreRead) {
+  auto c = convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}],
+    "context_management": {"edits": [
+      {"type": "clear_tool_uses_20250919", "trigger": {"type": "tool_uses", "value": 6},
+       "keep": {"type": "tool_uses", "value": 2}, "clear_at_least": {"type": "input_tokens", "value": 500},
+       "exclude_tools": ["memory"], "clear_tool_inputs": ["edit"]},
+      {"type": "clear_thinking_20251015", "keep": "all"},
+      {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 60000},
+       "instructions": "Keep file names.", "pause_after_compaction": true}]}})");
+  ASSERT_TRUE(c.edits.clear_tool_uses.has_value());
+  EXPECT_EQ(c.edits.clear_tool_uses->trigger_tool_uses, 6u);
+  EXPECT_EQ(c.edits.clear_tool_uses->keep, 2u);
+  EXPECT_EQ(c.edits.clear_tool_uses->clear_at_least, 500u);
+  EXPECT_EQ(c.edits.clear_tool_uses->exclude_tools, std::vector<std::string>{"memory"});
+  EXPECT_TRUE(c.edits.clear_tool_uses->clear_inputs);
+  ASSERT_TRUE(c.edits.compact.has_value());
+  EXPECT_EQ(c.edits.compact->trigger_tokens, 60000u);
+  EXPECT_EQ(c.edits.compact->instructions, "Keep file names.");
+  EXPECT_TRUE(c.edits.compact->pause);
+
+  auto defaults = convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}],
+    "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}, {"type": "compact_20260112"}]}})");
+  EXPECT_EQ(defaults.edits.clear_tool_uses->trigger_tokens, 100000u);
+  EXPECT_EQ(defaults.edits.clear_tool_uses->keep, 3u);
+  EXPECT_EQ(defaults.edits.compact->trigger_tokens, 150000u);
+  EXPECT_FALSE(defaults.edits.compact->pause);
+}
+
+TEST(AnthropicRequestTest, ContextManagementErrorsNameTheField) {
+  const std::string start = R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"}], )";
+  EXPECT_EQ(convert_error(start + R"("context_management": {"edits": [{"type": "forget_all"}]}})").param,
+            "context_management.edits.0.type");
+  EXPECT_EQ(convert_error(start + R"("context_management": {"edits": [{"type": "compact_20260112",
+      "trigger": {"type": "tool_uses", "value": 3}}]}})")
+                .param,
+            "context_management.edits.0.trigger.type");
+  EXPECT_EQ(convert_error(start + R"("context_management": {"edits": [{"type": "clear_tool_uses_20250919",
+      "keep": {"type": "tool_uses", "value": -1}}]}})")
+                .param,
+            "context_management.edits.0.keep.value");
+  EXPECT_EQ(convert_error(start + R"("context_management": {"edits": [{"type": "compact_20260112"},
+      {"type": "compact_20260112"}]}})")
+                .param,
+            "context_management.edits.1.type");
+  EXPECT_EQ(convert_error(start + R"("context_management": []})").param, "context_management");
+}
+
+TEST(AnthropicRequestTest, ACompactionBlockReplacesWhatCameBeforeIt) {
+  auto c = convert_ok(R"({"max_tokens": 8, "system": "sys", "messages": [
+    {"role": "user", "content": "old question"},
+    {"role": "assistant", "content": [{"type": "text", "text": "old answer"},
+                                      {"type": "compaction", "content": "the summary", "encrypted_content": null},
+                                      {"type": "text", "text": "new answer"}]},
+    {"role": "user", "content": "next"}]})");
+  ASSERT_TRUE(c.carried_summary.has_value());
+  EXPECT_EQ(*c.carried_summary, "the summary");
+  const auto& m = c.chat["messages"];
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0]["content"], "sys");
+  EXPECT_EQ(m[1]["role"], "assistant");
+  EXPECT_EQ(m[1]["content"], "new answer");
+  EXPECT_EQ(m[2]["content"], "next");
+  EXPECT_EQ(c.chat.dump().find("old"), std::string::npos);
+
+  // A compaction block alone leaves no assistant message; a failed one (null) changes nothing.
+  auto alone = convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"},
+    {"role": "assistant", "content": [{"type": "compaction", "content": "s"}]}, {"role": "user", "content": "go on"}]})");
+  ASSERT_EQ(alone.chat["messages"].size(), 1u);
+  EXPECT_EQ(alone.chat["messages"][0]["content"], "go on");
+  auto failed = convert_ok(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"},
+    {"role": "assistant", "content": [{"type": "compaction", "content": null}, {"type": "text", "text": "a"}]},
+    {"role": "user", "content": "go on"}]})");
+  EXPECT_FALSE(failed.carried_summary.has_value());
+  EXPECT_EQ(failed.chat["messages"].size(), 3u);
+  EXPECT_EQ(convert_error(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "q"},
+    {"role": "assistant", "content": [{"type": "compaction", "content": 7}]}]})")
+                .param,
+            "messages.1.content.0.content");
+}
+
 }  // namespace kvgate::wire

@@ -86,16 +86,33 @@ void MessagesStream::send_message_delta(std::vector<std::string>& out) {
       anthropic_stop_sequence(finish, sequencer_.has_tool_calls(), sequencer_.stop_word());
   ClientJson usage =
       sequencer_.usage() ? anthropic_usage(*sequencer_.usage()) : ClientJson{{"output_tokens", 0}};
-  out.push_back(
-      sse_event("message_delta", {{"type", "message_delta"},
-                                  {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence}}},
-                                  {"usage", std::move(usage)}}));
+  ClientJson delta = {{"type", "message_delta"},
+                      {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence}}},
+                      {"usage", std::move(usage)}};
+  if (!context_management_.is_null()) delta["context_management"] = context_management_;
+  out.push_back(sse_event("message_delta", delta));
   delta_sent_ = true;
+}
+
+std::vector<std::string> MessagesStream::compaction(const std::string& summary) {
+  std::vector<std::string> out;
+  if (stopped_ || delta_sent_ || first_block_ > 0) return out;
+  ensure_started(out);
+  const int64_t index = first_block_++;
+  ClientJson empty = {{"type", "compaction"}, {"content", nullptr}, {"encrypted_content", nullptr}};
+  out.push_back(
+      sse_event("content_block_start",
+                {{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(empty)}}));
+  ClientJson delta = {{"type", "compaction_delta"}, {"content", summary}, {"encrypted_content", nullptr}};
+  out.push_back(sse_event("content_block_delta",
+                          {{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(delta)}}));
+  out.push_back(sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index}}));
+  return out;
 }
 
 void MessagesStream::emit(const std::vector<BlockEvent>& events, std::vector<std::string>& out) const {
   for (const BlockEvent& e : events) {
-    const auto index = static_cast<int64_t>(e.block);
+    const auto index = first_block_ + static_cast<int64_t>(e.block);
     switch (e.type) {
       case BlockEvent::Type::kOpen:
         out.push_back(sse_event(

@@ -43,6 +43,12 @@ class MessagesStream {
   // on_chunk() and finish() return nothing.
   std::vector<std::string> finish();
 
+  // A compaction block holding `summary`, as the first block: the blocks on_chunk() gives
+  // follow it. Call before the first on_chunk().
+  std::vector<std::string> compaction(const std::string& summary);
+  // What message_delta reports of the request's context management ({"applied_edits": …}).
+  void set_context_management(ClientJson value) { context_management_ = std::move(value); }
+
   static std::string ping();
   // event: error, e.g. ("overloaded_error", "…") when the engine fails mid-stream.
   static std::string error(std::string_view type, std::string_view message);
@@ -58,6 +64,8 @@ class MessagesStream {
   bool started_ = false;
   bool delta_sent_ = false;
   bool stopped_ = false;
+  int64_t first_block_ = 0;  // the index of the first block on_chunk() gives
+  ClientJson context_management_;
 };
 
 }  // namespace kvgate::wire
