@@ -68,7 +68,7 @@ void add_synth_options(CLI::App& app, SynthArgs& a) {
   app.add_option("--ssm-heads", a.ssm_heads, "qwen35: linear-attention v heads");
   app.add_option("--swa-window", a.swa_window, "gemma3: sliding window");
   app.add_option("--swa-pattern", a.swa_pattern, "gemma3: every Nth layer is dense");
-  app.add_option("--type", a.type_name, "weight type: f32, f16 (default), bf16, q8_0");
+  app.add_option("--type", a.type_name, "weight type: f32, f16 (default), bf16, q8_0, q4_0");
   app.add_option("--seed", a.seed, "random seed (default 1)");
   app.add_option("--name", a.name, "general.name");
   app.add_flag("--metadata-only", a.metadata_only, "header and tensor infos only, no data (for planning)");
@@ -137,7 +137,7 @@ Status apply_overrides(const SynthArgs& a, gguf::SynthSpec& spec) {
   }
   if (!a.type_name.empty()) {
     auto t = gguf::ggml_type_from_name(a.type_name);
-    if (!t) return Error(fmt::format("--type '{}' is not a ggml type (f32, f16, bf16, q8_0)", a.type_name));
+    if (!t) return Error(fmt::format("--type '{}' is not a ggml type (f32, f16, bf16, q8_0, q4_0)", a.type_name));
     spec.weight_type = *t;
   }
   return gguf::validate(spec);

@@ -50,6 +50,11 @@ std::vector<Case> cases() {
     out.push_back({"qwen35_interval2_f32", s});
   }
   {
+    auto s = *gguf::synth_defaults("qwen35");
+    s.weight_type = gguf::GgmlType::Q4_0;
+    out.push_back({"qwen35_q4_0", s});
+  }
+  {
     auto s = *gguf::synth_defaults("gemma3");
     s.swa_window = 64;
     s.swa_pattern = 3;

@@ -105,6 +105,28 @@ void store_values(GgmlType type, std::span<std::byte> out, const std::function<f
       }
       return;
     }
+    case GgmlType::Q4_0: {
+      // Blocks of 32 as ggml's reference quantizer writes them: an f16 scale d = m / -8 (m the
+      // value of largest magnitude), then 16 bytes holding x[j] / d + 8 (low nibble) and
+      // x[j + 16] / d + 8 (high nibble), clamped to 0..15.
+      for (size_t i = 0; i + 18 <= out.size(); i += 18) {
+        float x[32];
+        float m = 0;
+        for (float& v : x) {
+          v = next();
+          if (std::fabs(v) > std::fabs(m)) m = v;
+        }
+        const float d = m / -8.0F;
+        const float id = d == 0 ? 0 : 1.0F / d;
+        const uint16_t dh = float_to_half(d);
+        std::memcpy(out.data() + i, &dh, 2);
+        auto nibble = [&](float v) { return std::min(15, static_cast<int>(v * id + 8.5F)); };
+        for (size_t j = 0; j < 16; ++j) {
+          out[i + 2 + j] = static_cast<std::byte>(nibble(x[j]) | (nibble(x[j + 16]) << 4));
+        }
+      }
+      return;
+    }
     default:
       return;  // validate() admits no other weight types
   }
@@ -217,6 +239,7 @@ uint32_t file_type_of(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return 0;
     case GgmlType::F16: return 1;
+    case GgmlType::Q4_0: return 2;
     case GgmlType::Q8_0: return 7;
     case GgmlType::BF16: return 32;
     default: return 1;
@@ -413,8 +436,8 @@ Status validate(const SynthSpec& s) {
   }
   if (s.head_dim % 2 != 0) return fail(fmt::format("--head-dim {} must be even (rotary embedding)", s.head_dim));
   if (s.weight_type != GgmlType::F32 && s.weight_type != GgmlType::F16 && s.weight_type != GgmlType::BF16 &&
-      s.weight_type != GgmlType::Q8_0) {
-    return fail(fmt::format("--type {} is not supported for random weights (f32, f16, bf16, q8_0)",
+      s.weight_type != GgmlType::Q8_0 && s.weight_type != GgmlType::Q4_0) {
+    return fail(fmt::format("--type {} is not supported for random weights (f32, f16, bf16, q8_0, q4_0)",
                             ggml_type_name(s.weight_type)));
   }
   std::vector<std::pair<std::string, uint64_t>> rows = {
@@ -444,9 +467,12 @@ Status validate(const SynthSpec& s) {
                               s.swa_pattern, s.n_layer));
     }
   }
-  if (s.weight_type == GgmlType::Q8_0) {
+  if (s.weight_type == GgmlType::Q8_0 || s.weight_type == GgmlType::Q4_0) {
     for (const auto& [what, n] : rows) {
-      if (n % 32 != 0) return fail(fmt::format("{} = {} must be a multiple of 32 for q8_0 weights", what, n));
+      if (n % 32 != 0) {
+        return fail(fmt::format("{} = {} must be a multiple of 32 for {} weights", what, n,
+                                ggml_type_name(s.weight_type)));
+      }
     }
   }
   return {};

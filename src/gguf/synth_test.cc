@@ -4,7 +4,11 @@
 
 #include <unistd.h>
 
+#include <bit>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "gguf/writer.h"
 
@@ -101,6 +105,51 @@ TEST(SynthTest, SameSeedSameBytes) {
   auto dc = fc->tensor_data(*fc->find_tensor("blk.0.attn_q.weight"));
   EXPECT_FALSE(std::equal(da.begin(), da.end(), dc.begin(), dc.end()));
   for (const auto& p : {a, b, vocab_path}) std::filesystem::remove(p);
+}
+
+// IEEE half to float (normal numbers and zero; the scales are never subnormal here).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000U) << 16;
+  const uint32_t exp = (h >> 10) & 0x1FU;
+  const uint32_t mant = h & 0x3FFU;
+  if (exp == 0) return std::bit_cast<float>(sign);
+  return std::bit_cast<float>(sign | ((exp + 112U) << 23) | (mant << 13));
+}
+
+// q4_0 blocks decode, as ggml does ((nibble - 8) × d), to values inside the weights' range
+// ±sqrt(3 / fan-in), and use more than a few of the 16 levels.
+TEST(SynthTest, Q4_0BlocksDecodeToTheWeightRange) {
+  const auto vocab_path = tiny_vocab();
+  auto vocab = File::open(vocab_path);
+  const auto out = std::filesystem::temp_directory_path() / ("kvgate_q4_" + std::to_string(::getpid()) + ".gguf");
+  auto spec = *synth_defaults("qwen3");
+  spec.weight_type = GgmlType::Q4_0;
+  ASSERT_TRUE(synthesize(spec, &*vocab, out).ok());
+  auto f = File::open(out);
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_EQ(f->get_uint("general.file_type"), 2U);  // LLAMA_FTYPE_MOSTLY_Q4_0
+  const auto* t = f->find_tensor("blk.0.attn_q.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->type, GgmlType::Q4_0);
+  const auto data = f->tensor_data(*t);
+  ASSERT_EQ(data.size() % 18, 0U);
+  const float limit = std::sqrt(3.0F / static_cast<float>(t->ne[0])) * 1.01F;
+  std::set<int> levels;
+  for (size_t b = 0; b < data.size(); b += 18) {
+    uint16_t dh = 0;
+    std::memcpy(&dh, data.data() + b, 2);
+    const float d = half_to_float(dh);
+    for (size_t j = 0; j < 16; ++j) {
+      const auto byte = static_cast<uint8_t>(data[b + 2 + j]);
+      for (int q : {byte & 0x0F, byte >> 4}) {
+        levels.insert(q);
+        EXPECT_LE(std::fabs(static_cast<float>(q - 8) * d), limit) << "block at " << b;
+      }
+    }
+  }
+  EXPECT_GE(levels.size(), 12U);
+  std::filesystem::remove(out);
+  std::filesystem::remove(vocab_path);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 // data region (each tensor aligned to `general.alignment`, default 32) and streams the
 // file. Tensor data comes from a fill callback, called once per tensor at write time with a
 // buffer of exactly the tensor's byte size, so a model never has to be held in memory
-// twice. With metadata_only, the data region is omitted and `kvgate.metadata_only = true`
-// is recorded; such a file has the header of the full model and is a few KB to MB.
+// twice; the fills of several tensors run at once on worker threads (a fill must touch
+// only its own buffer), and the file is the same as with one. With metadata_only, the data
+// region is omitted and `kvgate.metadata_only = true` is recorded; such a file has the
+// header of the full model and is a few KB to MB.
 //
 // Not thread-safe. Errors (duplicate keys or tensor names, bad shapes, I/O) are returned
 // from the add/write calls.
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <span>
 #include <string>
@@ -75,6 +78,8 @@ class Writer {
   };
   Status add_entry(std::string_view key, ValueType type, std::vector<std::byte> payload);
   uint32_t alignment() const;
+  void write_tensor_data(std::ofstream& f, uint64_t data_start, uint64_t& pos,
+                         const std::function<void(uint64_t)>& pad_to) const;
 
   std::vector<Entry> entries_;
   std::vector<Tensor> tensors_;
