@@ -385,7 +385,7 @@ write_fragment() {
       local last
       last="$(tail -1 "$out/prefill-$name.csv" | cut -d, -f1)"
       echo "| prefill tokens/s at $(head -2 "$out/prefill-$name.csv" | tail -1 | cut -d, -f1) / $last tokens | $name | $(csv_field "$out/prefill-$name.csv" tokens_per_s "$(head -2 "$out/prefill-$name.csv" | tail -1 | cut -d, -f1),") / $(csv_field "$out/prefill-$name.csv" tokens_per_s "$last,") |"
-      echo "| prefill cliff | $name | $(grep -m1 -E 'cliff' "$out/prefill-$name.txt" | sed 's/|/\\|/g') |"
+      echo "| prefill cliff | $name | $(grep -m1 -E '^(no cliff|cliff at)' "$out/prefill-$name.txt" | sed 's/|/\\|/g') |"
     done
     if [[ -f "$out/replay.csv" ]]; then
       echo "| replay TTFT, turn 2 / turn $turns (ms) | hybrid | $(csv_field "$out/replay.csv" ttft_ms gateway,2,) / $(csv_field "$out/replay.csv" ttft_ms "gateway,$turns,") |"
