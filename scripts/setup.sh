@@ -50,7 +50,7 @@ serve_packages=(
   libcpp-httplib-dev nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev libsqlite3-dev libxxhash-dev libzstd-dev zlib1g-dev
   libjs-chart.js procps
 )
-test_packages=(clang clang-format libgtest-dev libgmock-dev sqlite3 systemd psmisc ccache python3 zstd)
+test_packages=(clang clang-format libgtest-dev libgmock-dev sqlite3 systemd psmisc ccache python3 zstd curl)
 
 # clang's sanitizer runtime has a versioned name that differs by release.
 case "$os_id-$os_version" in
