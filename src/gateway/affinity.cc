@@ -75,7 +75,7 @@ RequestClues clues_of(const http::HttpRequest& request, const json& body) {
   c.scope = std::to_string(seed);
   const bool chat = request.path == "/v1/chat/completions";
   const bool anthropic = request.path == "/v1/messages";
-  const bool responses = request.path == "/v1/responses";
+  const bool responses = request.path == "/v1/responses" || request.path == "/v1/responses/compact";
   std::optional<ConversationName> named;
   if (chat) {
     named = named_conversation(request.header("x-session-id"), body);

@@ -190,5 +190,106 @@ TEST_F(ContextManagementE2eTest, APausedCompactionStreamsTheBlockAlone) {
   EXPECT_EQ(prompt_of(p.body["usage"]), counted);
 }
 
+// The Responses API's shapes: the compaction endpoint Codex calls, its item carried back, and
+// the compaction a request's context_management asks for.
+json responses_input(int uses) {
+  json items = json::array({{{"role", "user"}, {"content", "Review the modules one by one."}}});
+  for (int i = 0; i < uses; ++i) {
+    const std::string id = fmt::format("call_{}", i);
+    items.push_back({{"type", "function_call"},
+                     {"call_id", id},
+                     {"name", "read_file"},
+                     {"arguments", fmt::format(R"({{"path":"src/module{}.cc"}})", i)}});
+    std::string out = fmt::format("$ cat src/module{}.cc\n", i);
+    for (int w = 0; w < 40; ++w) out += fmt::format("line {} value {} ok\n", w, (w * 7 + i) % 97);
+    items.push_back({{"type", "function_call_output"}, {"call_id", id}, {"output", out}});
+  }
+  return items;
+}
+
+json responses_request(json input) {
+  return {{"model", "local"},
+          {"instructions", "You are a coding agent. Be brief."},
+          {"max_output_tokens", 8},
+          {"tools",
+           json::array(
+               {{{"type", "function"},
+                 {"name", "read_file"},
+                 {"parameters", {{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}}}}})},
+          {"input", std::move(input)}};
+}
+
+uint64_t responses_prompt(const json& usage) { return usage.value("input_tokens", uint64_t{0}); }
+uint64_t responses_cached(const json& usage) {
+  return usage["input_tokens_details"].value("cached_tokens", uint64_t{0});
+}
+
+TEST_F(ContextManagementE2eTest, TheResponsesCompactEndpointAnswersWithAnItemTheNextRequestReads) {
+  auto c = front_->client();
+  const json whole_request = responses_request(responses_input(4));
+  auto whole = post_json(c, "/v1/responses/input_tokens", whole_request);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const uint64_t whole_tokens = whole.body["input_tokens"];
+
+  auto a = post_json(c, "/v1/responses/compact", whole_request);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["object"], "response.compaction");
+  ASSERT_EQ(a.body["output"].size(), 1u) << a.body.dump();
+  const json item = a.body["output"][0];
+  EXPECT_EQ(item["type"], "compaction");
+  ASSERT_TRUE(item["encrypted_content"].is_string());
+  // The usage is the engine's for writing the summary: the whole conversation was its prompt.
+  EXPECT_GE(responses_prompt(a.body["usage"]), whole_tokens) << a.body.dump();
+  EXPECT_GT(a.body["usage"].value("output_tokens", 0), 0);
+
+  // Codex replaces its history with the output and goes on.
+  auto b = post_json(c, "/v1/responses",
+                     responses_request(json::array({item, {{"role", "user"}, {"content", "Go on."}}})));
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_FALSE(b.body["output"].empty()) << b.body.dump();
+  EXPECT_LT(responses_prompt(b.body["usage"]), whole_tokens / 2) << b.body.dump();
+
+  // Another server's compaction item cannot be read here: a 400 naming it, nothing sent.
+  json foreign = {{"type", "compaction"}, {"encrypted_content", "gAAAAABo-opaque"}};
+  auto f = post_json(c, "/v1/responses",
+                     responses_request(json::array({foreign, {{"role", "user"}, {"content", "Go on."}}})));
+  EXPECT_EQ(f.status, 400) << f.raw;
+  EXPECT_EQ(f.body["error"]["param"], "input.0.encrypted_content") << f.raw;
+}
+
+TEST_F(ContextManagementE2eTest, AResponsesCompactionThresholdCompactsAndTheStoredChainContinues) {
+  auto c = front_->client();
+  json first = responses_request(responses_input(4));
+  first["context_management"] = json::array({{{"type", "compaction"}, {"compact_threshold", 700}}});
+  auto a = post_json(c, "/v1/responses", first);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_GE(a.body["output"].size(), 2u) << a.body.dump();
+  EXPECT_EQ(a.body["output"][0]["type"], "compaction") << a.body.dump();
+  const uint64_t prompt1 = responses_prompt(a.body["usage"]);
+  EXPECT_LT(prompt1, 700u);
+
+  // Continued by previous_response_id: the stored conversation starts at the summary, and the
+  // engine reads the compacted prompt from its cache.
+  json next = responses_request(json::array({{{"role", "user"}, {"content", "Go on."}}}));
+  next["previous_response_id"] = a.body["id"];
+  auto b = post_json(c, "/v1/responses", next);
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_NE(b.body["output"][0]["type"], "compaction");
+  EXPECT_GE(responses_cached(b.body["usage"]), prompt1) << b.body.dump();
+
+  // Streamed: the compaction item is output 0, added and done before the message's events.
+  first["stream"] = true;
+  auto r = c.Post("/v1/responses", first.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string& events = r->body;
+  const size_t added = events.find(R"("output_index":0,"item":{"id":"cmp_)");
+  const size_t message = events.find(R"("output_index":1)");
+  ASSERT_NE(added, std::string::npos) << events;
+  ASSERT_NE(message, std::string::npos) << events;
+  EXPECT_LT(added, message);
+  EXPECT_NE(events.find(R"("type":"compaction","encrypted_content":"kvgate-summary-v1)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

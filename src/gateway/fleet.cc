@@ -16,8 +16,9 @@ using http::ResponseWriter;
 using nlohmann::json;
 
 bool is_conversation_route(const HttpRequest& r) {
-  return r.method == "POST" && (r.path == "/v1/chat/completions" || r.path == "/v1/messages" ||
-                                r.path == "/v1/responses" || r.path == "/v1/completions");
+  return r.method == "POST" &&
+         (r.path == "/v1/chat/completions" || r.path == "/v1/messages" || r.path == "/v1/responses" ||
+          r.path == "/v1/responses/compact" || r.path == "/v1/completions");
 }
 
 // The conversation whose request this thread is serving, and the scope of its key (for

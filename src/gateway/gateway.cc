@@ -103,6 +103,7 @@ struct Gateway::RouteTable {
       {"POST", "/v1/messages/count_tokens", false, true, &Gateway::count_message_tokens},
       {"POST", "/v1/responses", false, true, &Gateway::responses},
       {"POST", "/v1/responses/input_tokens", false, true, &Gateway::response_input_tokens},
+      {"POST", "/v1/responses/compact", false, true, &Gateway::compact_responses},
       {"GET", "/v1/responses/", true, true, &Gateway::get_response},
       {"GET", "/v1/models", false, true, &Gateway::models},
       {"GET", "/v1/models/", true, true, &Gateway::models},

@@ -248,6 +248,9 @@ class Gateway {
   void count_message_tokens(const HttpRequest& request, ResponseWriter& writer);
   void responses(const HttpRequest& request, ResponseWriter& writer);
   void response_input_tokens(const HttpRequest& request, ResponseWriter& writer);
+  // POST /v1/responses/compact: the conversation summarised by the engine, as one compaction
+  // item (a turn that asks for a compaction and pauses after it; turn_context.cc).
+  void compact_responses(const HttpRequest& request, ResponseWriter& writer);
   void get_response(const HttpRequest& request, ResponseWriter& writer);
   void models(const HttpRequest& request, ResponseWriter& writer);
   void head_ok(const HttpRequest& request, ResponseWriter& writer);

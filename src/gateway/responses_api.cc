@@ -4,6 +4,7 @@
 #include "util/json.h"
 #include "util/random_id.h"
 #include "util/time.h"
+#include "wire/context_edits.h"
 #include "wire/responses_reply.h"
 
 namespace kvgate::gateway {
@@ -15,11 +16,12 @@ using http::ResponseWriter;
 using nlohmann::json;
 
 ResponsesAdapter::ResponsesAdapter(ResponseWriter& writer, RelayOptions relay,
-                                   wire::ResponsesConversion conversion)
+                                   wire::ResponsesConversion conversion, Mode mode)
     : EventOutput(writer, std::move(relay)),
       conversion_(std::move(conversion)),
       id_(util::random_id("resp_")),
-      created_at_(util::unix_seconds_now()) {}
+      created_at_(util::unix_seconds_now()),
+      mode_(mode) {}
 
 TurnInput ResponsesAdapter::input(const HttpRequest& request, std::string scope) const {
   TurnInput in;
@@ -31,18 +33,47 @@ TurnInput ResponsesAdapter::input(const HttpRequest& request, std::string scope)
   in.tools_text = conversion_.tools_text;
   in.scope = std::move(scope);
   in.api = "responses";
+  in.edits = conversion_.edits;
   return in;
 }
 
 void ResponsesAdapter::answer(const json& response, std::string_view) {
-  const wire::ClientJson answer = wire::chat_to_response(response, conversion_, id_, created_at_);
+  wire::ClientJson answer = wire::chat_to_response(response, conversion_, id_, created_at_);
+  const bool summarised = context_ && context_->summary;
+  if (mode_ == Mode::kCompact) {
+    if (!summarised) {
+      return send_error(
+          ApiError{.status = 503,
+                   .type = "server_error",
+                   .message = "the conversation could not be compacted: the engine could not count it",
+                   .code = std::string("compaction_unavailable")});
+    }
+    wire::ClientJson compacted = {
+        {"id", id_},
+        {"object", "response.compaction"},
+        {"created_at", created_at_},
+        {"output",
+         wire::ClientJson::array({wire::compaction_item(id_, wire::compaction_token(*context_->summary))})},
+        {"usage", answer["usage"]}};
+    writer_.send(200, {{"Content-Type", "application/json"}}, util::json_text(compacted));
+    return;
+  }
+  if (summarised) {
+    answer["output"].insert(answer["output"].begin(),
+                            wire::compaction_item(id_, wire::compaction_token(*context_->summary)));
+  }
   if (keep_) keep_(answer);
   writer_.send(200, {{"Content-Type", "application/json"}}, util::json_text(answer));
 }
 
 std::vector<std::string> ResponsesAdapter::start_events() {
   if (!stream_) stream_.emplace(conversion_, id_, created_at_);
-  return stream_->start();
+  std::vector<std::string> events = stream_->start();
+  if (context_ && context_->summary) {
+    for (std::string& e : stream_->compaction(wire::compaction_token(*context_->summary)))
+      events.push_back(std::move(e));
+  }
+  return events;
 }
 
 std::vector<std::string> ResponsesAdapter::chunk_events(const json& chunk) {

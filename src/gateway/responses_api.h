@@ -26,12 +26,18 @@ namespace kvgate::gateway {
 
 class ResponsesAdapter final : public EventOutput {
  public:
-  ResponsesAdapter(http::ResponseWriter& writer, RelayOptions relay, wire::ResponsesConversion conversion);
+  // kCompact: POST /v1/responses/compact — the answer is a response.compaction object with
+  // the turn's compaction item, never a stream.
+  enum class Mode { kResponse, kCompact };
+  ResponsesAdapter(http::ResponseWriter& writer, RelayOptions relay, wire::ResponsesConversion conversion,
+                   Mode mode = Mode::kResponse);
 
   // The turn's input for a converted request.
   TurnInput input(const http::HttpRequest& request, std::string scope) const;
 
   void answer(const nlohmann::json& response, std::string_view engine_text) override;
+  void context_managed(const ContextReport& report) override { context_ = report; }
+  const std::optional<ContextReport>& context() const { return context_; }
 
   // Called with the response before its client can read it (so a client that continues from
   // it at once finds it stored).
@@ -53,6 +59,8 @@ class ResponsesAdapter final : public EventOutput {
   int64_t created_at_ = 0;
   std::optional<wire::ResponsesStream> stream_;
   std::function<void(const wire::ClientJson&)> keep_;
+  Mode mode_ = Mode::kResponse;
+  std::optional<ContextReport> context_;  // the request asked for context management
 };
 
 }  // namespace kvgate::gateway

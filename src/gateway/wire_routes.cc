@@ -7,6 +7,7 @@
 
 #include "gateway/chat_completions.h"
 #include "gateway/chat_request.h"
+#include "gateway/context_summary.h"
 #include "gateway/gateway.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
@@ -128,6 +129,10 @@ ApiResult<wire::ResponsesConversion> Gateway::responses_request(const HttpReques
   auto conv = wire::responses_to_chat(body, previous);
   if (!conv.ok()) return bad_request_of(conv.error());
   log_ignored("responses", conv->ignored);
+  if (conv->carried_summary) {
+    conv->history.insert(conv->history.begin(), summary_message(*conv->carried_summary));
+    put_carried_summary(conv->chat, *conv->carried_summary);
+  }
   return std::move(*conv);
 }
 
@@ -143,19 +148,45 @@ void Gateway::responses(const HttpRequest& request, ResponseWriter& writer) {
   if (adapter.conversion().store) {
     adapter.on_final([&](const wire::ClientJson& response) {
       // Only what this request added; the rest is the previous response's (response_store.h).
+      // A compaction (carried in, or written for this answer) replaced what came before: the
+      // stored conversation starts with its summary and continues from nothing earlier.
       const auto& c = adapter.conversion();
+      const auto& context = adapter.context();
+      const bool compacted = context && context->summary;
       json messages = json::array();
-      for (size_t i = c.previous_count; i < c.history.size(); ++i) messages.push_back(c.history[i]);
+      if (compacted) messages.push_back(summary_message(*context->summary));
+      for (size_t i = compacted ? c.history.size() : c.previous_count; i < c.history.size(); ++i) {
+        messages.push_back(c.history[i]);
+      }
       for (auto& m : wire::output_to_chat_messages(response)) messages.push_back(std::move(m));
+      const bool fresh = compacted || c.carried_summary.has_value();
       responses_->put(adapter.id(), {.scope = scope,
                                      .created = adapter.created_at(),
                                      .response = util::json_text(response),
                                      .messages = util::json_text(messages),
-                                     .parent = c.previous_response_id.value_or("")});
+                                     .parent = fresh ? "" : c.previous_response_id.value_or("")});
       if (options_.on_response_stored) options_.on_response_stored(adapter.id());
     });
   }
   run_turn(adapter.input(request, scope), adapter);
+}
+
+void Gateway::compact_responses(const HttpRequest& request, ResponseWriter& writer) {
+  const std::string scope = caller_scope(request).value_or(Session::kOpenScope);
+  auto conv = responses_request(request, scope);
+  if (!conv.ok()) {
+    ChatCompletionsAdapter plain(writer, relay_options());
+    return refuse_turn("responses_compact", conv.error(), plain);
+  }
+  conv->model = answer_model(conv->model, options_.model_name);
+  conv->stream = false;
+  conv->chat.erase("stream");
+  conv->chat.erase("stream_options");
+  ResponsesAdapter adapter(writer, relay_options(), std::move(*conv), ResponsesAdapter::Mode::kCompact);
+  TurnInput in = adapter.input(request, scope);
+  in.api = "responses_compact";
+  in.edits = {.compact = wire::CompactEdit{.trigger_tokens = 0, .pause = true}, .requested = true};
+  run_turn(std::move(in), adapter);
 }
 
 void Gateway::response_input_tokens(const HttpRequest& request, ResponseWriter& writer) {

@@ -28,6 +28,12 @@ std::string_view status_name(ResponseStatus status) {
   return "failed";
 }
 
+ClientJson compaction_item(std::string_view response_id, const std::string& encrypted_content) {
+  return {{"id", "cmp_" + std::string(response_stem(response_id))},
+          {"type", "compaction"},
+          {"encrypted_content", encrypted_content}};
+}
+
 std::string item_id(BlockKind kind, std::string_view response_id, size_t output_index) {
   std::string id = kind == BlockKind::kReasoning ? "rs_" : kind == BlockKind::kText ? "msg_" : "fc_";
   id += response_stem(response_id);

@@ -50,6 +50,8 @@ enum class ResponseStatus { kInProgress, kCompleted, kIncomplete, kFailed };
 std::string_view status_name(ResponseStatus status);
 // "rs_…", "msg_…" or "fc_…" for the output item at `output_index`.
 std::string item_id(BlockKind kind, std::string_view response_id, size_t output_index);
+// A compaction output item holding kvgate's `encrypted_content` (context_edits.h).
+ClientJson compaction_item(std::string_view response_id, const std::string& encrypted_content);
 // The output item at `output_index`: reasoning (text = the reasoning), message (text = the
 // output text) or function_call (text = the arguments). With status "in_progress" it comes
 // without its text, as the stream announces it.

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "wire/chat_body.h"
+#include "wire/context_edits.h"
 #include "wire/fields.h"
 
 namespace kvgate::wire {
@@ -76,6 +77,7 @@ class ItemReader {
     if (*type == "message") return add_message(item);
     if (*type == "reasoning") return {};  // keeps an assistant message open for its calls
     open_assistant_ = false;
+    if (*type == "compaction") return add_compaction(item);
     if (*type == "item_reference") {
       return item.error("type",
                         "item references are not supported; send the items or use previous_response_id");
@@ -139,6 +141,22 @@ class ItemReader {
     messages_.push_back(
         {{"role", "tool"}, {"tool_call_id", std::move(call_id)}, {"content", std::move(text)}});
     open_assistant_ = false;
+    return {};
+  }
+
+  // A compaction item stands for everything before it: what came before goes.
+  WireResult<void> add_compaction(const Fields& item) {
+    KV_ASSIGN_OR_RETURN(std::string token, item.string("encrypted_content"));
+    auto summary = summary_of_compaction_token(token);
+    if (!summary) {
+      return item.error(
+          "encrypted_content",
+          "this compaction item was not written by kvgate (another server's compaction cannot be read "
+          "here); send the conversation's messages instead");
+    }
+    messages_.clear();
+    pending_images_ = json::array();
+    notes_.carried_summary = std::move(*summary);
     return {};
   }
 
@@ -322,14 +340,23 @@ WireResult<ResponsesConversion> responses_to_chat(const ClientJson& request, con
   c.chat = json::object();
   top.list_unknown({"model", "input", "instructions", "tools", "tool_choice", "max_output_tokens",
                     "temperature", "top_p", "reasoning", "text", "stream", "store", "previous_response_id",
-                    "prompt_cache_key", "parallel_tool_calls", "metadata"},
+                    "prompt_cache_key", "parallel_tool_calls", "metadata", "context_management"},
                    c.ignored);
+  if (const ClientJson* cm = top.find("context_management")) {
+    KV_ASSIGN_OR_RETURN(ContextEdits edits, responses_context_edits(*cm));
+    c.edits = std::move(edits);
+  }
   KV_TRY(add_request_fields(top, c));
   if (previous_messages.is_array()) c.history = previous_messages;
   c.previous_count = c.history.size();
   ItemNotes notes;
   KV_TRY(add_input(top, c.history, notes));
   c.has_images = notes.has_images;
+  if (notes.carried_summary) {
+    // The compaction replaced the previous response's conversation too.
+    c.carried_summary = std::move(notes.carried_summary);
+    c.previous_count = 0;
+  }
   for (std::string& path : notes.ignored) c.ignored.push_back(std::move(path));
   json messages = json::array();
   KV_ASSIGN_OR_RETURN(auto instructions, top.optional_string("instructions"));

@@ -26,6 +26,8 @@
 //                                          the fastest answer); absent → the gateway default
 //   prompt_cache_key                     → session_key (user and safety_identifier name a
 //                                          user, not a conversation, and are not used)
+//   context_management [{type: compaction, compact_threshold}] → edits (context_edits.h)
+//   compaction items (kvgate's encrypted_content) → carried_summary; the items before go
 // Not supported: hosted and custom tools (web_search, file_search, custom, local_shell,
 // mcp, ...) and input items of their types are dropped and listed in `ignored`, as are
 // unknown fields; item_reference items, input_file parts, image file ids, `conversation`,
@@ -40,6 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/context_edits.h"
 #include "wire/wire_error.h"
 
 namespace kvgate::wire {
@@ -63,6 +66,10 @@ struct ResponsesConversion {
   // response's id, it is the previous_messages of a request that continues from it.
   nlohmann::json history = nlohmann::json::array();
   size_t previous_count = 0;  // the first entries of `history` that were previous_messages
+  ContextEdits edits;         // context_management (context_edits.h)
+  // The summary of the last compaction item of the input: `history` holds what came after it
+  // (previous_messages included, previous_count is 0); the gateway puts the summary first.
+  std::optional<std::string> carried_summary;
 };
 
 // `previous_messages`: a JSON array of chat messages (empty when there is no
@@ -78,6 +85,7 @@ ClientJson input_tokens_answer(int64_t input_tokens);
 struct ItemNotes {
   bool has_images = false;
   std::vector<std::string> ignored;
+  std::optional<std::string> carried_summary;  // a compaction item's (the items before it are gone)
 };
 WireResult<void> items_to_chat(const ClientJson& items, const std::string& path, nlohmann::json& messages,
                                ItemNotes& notes);

@@ -267,5 +267,51 @@ TEST(ResponsesRequestTest, AnyValueAnywhereIsAnAnswerNotACrash) {
   EXPECT_GT(tried, 100u);
 }
 
+TEST(ResponsesRequestTest, ACompactionItemReplacesWhatCameBeforeIt) {
+  const std::string item =
+      ClientJson{{"type", "compaction"}, {"encrypted_content", compaction_token("the summary")}}.dump();
+  const json previous = json::array({{{"role", "user"}, {"content", "earlier"}}});
+  auto c = convert_ok(R"({"instructions": "sys", "input": [{"role": "user", "content": "old"}, )" + item +
+                          R"(, {"role": "user", "content": "next"}]})",
+                      previous);
+  ASSERT_TRUE(c.carried_summary.has_value());
+  EXPECT_EQ(*c.carried_summary, "the summary");
+  EXPECT_EQ(c.previous_count, 0u);  // the previous conversation went with it
+  ASSERT_EQ(c.history.size(), 1u);
+  EXPECT_EQ(c.history[0]["content"], "next");
+  const json& m = c.chat["messages"];
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["content"], "sys");
+  EXPECT_EQ(m[1]["content"], "next");
+
+  // Another server's compaction cannot be read: a 400 naming the field, not a silent drop.
+  auto e = convert_error(R"({"input": [{"type": "compaction", "encrypted_content": "gAAAAB-opaque"}]})");
+  EXPECT_EQ(e.param, "input.0.encrypted_content");
+  EXPECT_EQ(convert_error(R"({"input": [{"type": "compaction"}]})").param, "input.0.encrypted_content");
+}
+
+TEST(ResponsesRequestTest, ContextManagementAsksForACompaction) {
+  auto c = convert_ok(
+      R"({"input": "q", "context_management": [{"type": "compaction", "compact_threshold": 9000}]})");
+  EXPECT_TRUE(c.edits.requested);
+  ASSERT_TRUE(c.edits.compact.has_value());
+  EXPECT_EQ(c.edits.compact->trigger_tokens, 9000u);
+  EXPECT_FALSE(c.edits.compact->pause);
+  EXPECT_EQ(convert_error(R"({"input": "q", "context_management": [{"type": "trim"}]})").param,
+            "context_management.0.type");
+  EXPECT_EQ(convert_error(R"({"input": "q", "context_management": {"type": "compaction"}})").param,
+            "context_management");
+  EXPECT_EQ(convert_error(
+                R"({"input": "q", "context_management": [{"type": "compaction", "compact_threshold": 0}]})")
+                .param,
+            "context_management.0.compact_threshold");
+}
+
+TEST(ResponsesRequestTest, CompactionTokensRoundTrip) {
+  EXPECT_EQ(summary_of_compaction_token(compaction_token("a\nb ü")), "a\nb ü");
+  EXPECT_FALSE(summary_of_compaction_token("kvgate-summary").has_value());
+  EXPECT_FALSE(summary_of_compaction_token("").has_value());
+}
+
 }  // namespace
 }  // namespace kvgate::wire

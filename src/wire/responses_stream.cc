@@ -26,6 +26,18 @@ std::vector<std::string> ResponsesStream::start() {
   return out;
 }
 
+std::vector<std::string> ResponsesStream::compaction(const std::string& encrypted_content) {
+  std::vector<std::string> out;
+  if (ended_ || first_item_ > 0 || !items_.empty()) return out;
+  ensure_started(out);
+  const int64_t index = first_item_++;
+  ClientJson item = compaction_item(response_id_, encrypted_content);
+  out.push_back(event("response.output_item.added", {{"output_index", index}, {"item", item}}));
+  output_.push_back(item);
+  out.push_back(event("response.output_item.done", {{"output_index", index}, {"item", std::move(item)}}));
+  return out;
+}
+
 void ResponsesStream::ensure_started(std::vector<std::string>& out) {
   if (started_) return;
   for (std::string& e : start()) out.push_back(std::move(e));
@@ -87,7 +99,7 @@ void ResponsesStream::emit(const std::vector<BlockEvent>& events, bool incomplet
 
 void ResponsesStream::open_item(const BlockEvent& e, std::vector<std::string>& out) {
   items_.push_back({.kind = e.kind, .call_id = e.call_id, .name = e.name, .text = {}});
-  const auto index = static_cast<int64_t>(e.block);
+  const auto index = first_item_ + static_cast<int64_t>(e.block);
   ClientJson item = output_item(e.kind, response_id_, e.block, "", e.call_id, e.name, "in_progress");
   const std::string id = item["id"];
   out.push_back(event("response.output_item.added", {{"output_index", index}, {"item", std::move(item)}}));
@@ -102,7 +114,7 @@ void ResponsesStream::open_item(const BlockEvent& e, std::vector<std::string>& o
 void ResponsesStream::delta_item(const BlockEvent& e, std::vector<std::string>& out) {
   Item& item = items_.at(e.block);
   item.text += e.text;
-  const auto index = static_cast<int64_t>(e.block);
+  const auto index = first_item_ + static_cast<int64_t>(e.block);
   const std::string id = item_id(e.kind, response_id_, e.block);
   switch (e.kind) {
     case BlockKind::kReasoning:
@@ -126,7 +138,7 @@ void ResponsesStream::delta_item(const BlockEvent& e, std::vector<std::string>& 
 
 void ResponsesStream::close_item(const BlockEvent& e, bool last, std::vector<std::string>& out) {
   const Item& item = items_.at(e.block);
-  const auto index = static_cast<int64_t>(e.block);
+  const auto index = first_item_ + static_cast<int64_t>(e.block);
   const std::string id = item_id(e.kind, response_id_, e.block);
   switch (e.kind) {
     case BlockKind::kReasoning:

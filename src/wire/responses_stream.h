@@ -40,6 +40,9 @@ class ResponsesStream {
   // finish() / failed() if not before.
   std::vector<std::string> start();
   std::vector<std::string> on_chunk(const nlohmann::json& chat_chunk);
+  // A compaction item (its encrypted_content, context_edits.h) as the first output item: the
+  // items on_chunk() gives follow it. Call before the first on_chunk().
+  std::vector<std::string> compaction(const std::string& encrypted_content);
   // Closes what is open, then response.completed or response.incomplete. Later calls return
   // nothing.
   std::vector<std::string> finish();
@@ -76,6 +79,7 @@ class ResponsesStream {
   int64_t sequence_ = 0;
   bool started_ = false;
   bool ended_ = false;
+  int64_t first_item_ = 0;  // the output index of the first item on_chunk() gives
 };
 
 }  // namespace kvgate::wire
