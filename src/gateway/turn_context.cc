@@ -87,6 +87,11 @@ ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
   std::string source = "model";
   if (written.ok() && !written->empty()) {
     summary = std::move(written).value();
+    // An answer whose end the engine rejected (its parser refused the text) carries no final
+    // figures: what it generated is the summary's length in the engine's own tokens.
+    if (!stats.contains("generated_tokens")) {
+      if (auto n = g_.tokens_.count_text(summary); n.ok()) stats["generated_tokens"] = *n;
+    }
   } else {
     summary = session::extractive_summary(conv_, conv_.length, static_cast<size_t>(max_tokens) * 3);
     source = "extractive";
