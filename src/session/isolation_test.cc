@@ -13,6 +13,7 @@
 #include "session/intake.h"
 #include "session/normalize.h"
 #include "session/session.h"
+#include "testing/client_families.h"
 #include "testing/isolation_oracle.h"
 
 namespace kvgate::session {
@@ -349,133 +350,24 @@ TEST(IsolationTest, SharedFewShotTurnsDoNotCarryAnotherRequestsValues) {
   EXPECT_EQ(t.view, b) << t.view.dump();
 }
 
-// ---- Property test: families of colliding clients --------------------------------------
-
-struct Client {
-  std::string scope;
-  std::optional<std::string> id;
-  json history;  // what the client sends next (before its new message)
-  std::string last_reply;  // the text of the last reply it was given
-};
-
-class Families {
- public:
-  explicit Families(uint32_t seed) : rng_(seed) {}
-  size_t continuations = 0;  // requests recognised as a self-summary's continuation
-
-  // One generated case: a few clients of two keys sharing system prompts, messages, ids.
-  std::string run(int steps, uint64_t high) {
-    MiniGateway gw(pick(3) == 0 ? 3 : 1024, high);
-    IsolationOracle oracle;
-    const std::string scopes[] = {scope_of_key("k1"), scope_of_key("k2")};
-    std::vector<Client> clients;
-    for (int i = 0; i < 4; ++i) {
-      Client c{scopes[pick(4) == 0 ? 1 : 0], std::nullopt, json::array()};
-      if (pick(3) == 0) c.id = "id-" + std::to_string(pick(2));  // ids collide across clients and keys
-      c.history.push_back(system_message(0));
-      clients.push_back(std::move(c));
-    }
-    for (int step = 0; step < steps; ++step) {
-      Client& c = clients[pick(clients.size())];
-      act(c, clients, step);
-      const json request = c.history;
-      const json reply = msg("assistant", pick(3) == 0 ? summary_text(step)
-                                                      : word() + (pick(4) == 0 ? "" : " " + word() + std::to_string(step)));
-      auto t = gw.send(c.scope, c.id, request, reply);
-      if (t.how == "continuation") ++continuations;
-      if (auto e = oracle.check(c.scope, c.id, request, t.view); !e.empty()) {
-        return fmt::format("step {} ({} {}): {}\nrequest: {}\nview: {}", step, t.how,
-                           evidence_name(t.intake.evidence), e, request.dump().substr(0, 1500),
-                           t.view.dump().substr(0, 1500));
-      }
-      oracle.answered(c.scope, c.id, request, reply);
-      c.last_reply = reply["content"];
-      // A client may drop our reply (a retry), or send its own version of the turn (a
-      // replayed trace, an agent that rewrites assistant messages).
-      const size_t what = pick(10);
-      if (what >= 2) c.history.push_back(reply);
-      if (what == 1) c.history.push_back(msg("assistant", "client-written " + word()));
-    }
-    return "";
-  }
-
- private:
-  size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng_); }
-  std::string word() {
-    static const char* kWords[] = {"yes", "ok", "the", "file", "tea", "Paris", "done", "error", "hunter2", "run"};
-    return kWords[pick(std::size(kWords))];
-  }
-  json system_message(int day) {
-    std::string text = "You are an agent.";
-    if (pick(2) == 0) text = fmt::format("Current time: 2026-12-{:02} 10:{:02}:00\n", 1 + day % 28, pick(60)) + text;
-    if (pick(4) == 0) text += fmt::format("\nrequest 550e8400-e29b-41d4-a716-4466554400{:02}", pick(100));
-    return msg("system", text);
-  }
-  // A reply of several lines long enough to be recognised when a client carries it.
-  std::string summary_text(int step) {
-    std::string text;
-    for (size_t i = 0, n = 2 + pick(4); i < n; ++i) {
-      text += fmt::format("{} {} {} {}: point {} of the summary at step {}\n", word(), word(), word(), word(), i, step);
-    }
-    return text;
-  }
-  json user_message() {
-    switch (pick(6)) {
-      case 0: return msg("user", "yes");
-      case 1: return msg("user", "Extract the facts worth remembering.");
-      case 2: return msg("user", fmt::format("meeting on 2026-12-{:02}", 1 + pick(28)));
-      case 3: return msg("user", std::string(200 + pick(600), 'x') + word());
-      default: return msg("user", word() + " " + word() + " " + word());
-    }
-  }
-  void act(Client& c, std::vector<Client>& all, int step) {
-    json& h = c.history;
-    switch (pick(10)) {
-      case 0:  // the clock in the system prompt moves on
-        h[0] = system_message(step);
-        break;
-      case 1:  // sliding window: drop the oldest turns
-        if (h.size() > 4) {
-          const auto drop = static_cast<std::ptrdiff_t>(std::min<size_t>(h.size() - 3, 1 + pick(3)));
-          h.erase(h.begin() + 1, h.begin() + 1 + drop);
-        }
-        break;
-      case 2:  // edit an earlier message
-        if (h.size() > 2) h[1 + pick(h.size() - 1)] = user_message();
-        break;
-      case 3:  // a new run of the same agent: the opening again, next day
-        h = json::array({system_message(step), user_message()});
-        return;
-      case 4: {  // fork another client's history (same key or not)
-        const Client& o = all[pick(all.size())];
-        h = o.history;
-        break;
-      }
-      case 5:  // retry: send the same request again
-        if (h.size() > 1 && h.back().value("role", "") == "user") return;
-        break;
-      case 6: {  // self-summary: the history becomes a summary (its own last reply, or another's)
-        const Client& o = pick(3) == 0 ? all[pick(all.size())] : c;
-        if (o.last_reply.empty()) break;
-        h = json::array({h[0], msg("user", "This session is being continued from a previous conversation.\nSummary:\n" +
-                                               o.last_reply)});
-        return;
-      }
-      default:
-        break;
-    }
-    h.push_back(user_message());
-  }
-  std::mt19937 rng_;
-};
+// ---- Property test: families of colliding clients (testing/client_families.h) ----------
+// Here on recognition, intake and compaction as MiniGateway drives them, summaries included
+// (traceable_summary); gateway/isolation_turn_test.cc runs the same families through the real
+// chat turn.
 
 TEST(IsolationPropertyTest, ThousandsOfCollidingConversationsNeverMix) {
   int cases = 0, requests = 0;
   size_t continuations = 0;
   for (uint32_t seed = 1; seed <= 2000; ++seed) {
-    Families f(seed);
+    testing::ClientFamilies f(seed);
     const int steps = 12 + static_cast<int>(seed % 13);
-    const std::string failure = f.run(steps, seed % 4 == 0 ? 900 : 0);  // a quarter compact (small budget)
+    MiniGateway gw(f.small_table() ? 3 : 1024, seed % 4 == 0 ? 900 : 0);  // a quarter compact (small budget)
+    const std::string failure =
+        f.run(steps, [&](const std::string& key, const std::optional<std::string>& id, const json& messages,
+                         const json& reply) {
+          auto t = gw.send(scope_of_key(key), id, messages, reply);
+          return testing::SentView{t.view, t.how, std::string(evidence_name(t.intake.evidence))};
+        });
     ASSERT_EQ(failure, "") << "seed " << seed;
     ++cases;
     requests += steps;
