@@ -15,7 +15,8 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-constexpr std::array<std::string_view, 4> kAgents = {"claude", "codex", "opencode", "qwen"};
+constexpr std::array<std::string_view, 7> kAgents = {"claude",   "cn", "codex", "kilo",
+                                                     "opencode", "pi", "qwen"};
 
 // A TOML basic string for Codex's -c overrides.
 std::string toml_string(std::string_view s) { return util::json_text(nlohmann::json(std::string(s))); }
@@ -59,27 +60,40 @@ AgentLaunch codex(const ServerFacts& s) {
   return l;
 }
 
-AgentLaunch opencode(const ServerFacts& s) {
-  AgentLaunch l{.program = "opencode", .package = "opencode-ai"};
+// The configuration opencode and Kilo (a fork of it) merge over the user's own: one
+// OpenAI-compatible provider (bundled in both), for the agent and its small model (titles,
+// summaries), the key read from KVGATE_API_KEY.
+nlohmann::json opencode_config(const ServerFacts& s) {
   nlohmann::json model = {{"name", s.model}};
   if (s.context > 0) model["limit"] = {{"context", s.context}, {"output", agent_output_cap(s.context)}};
-  // One OpenAI-compatible provider (bundled in opencode), for the agent and its small model
-  // (titles, summaries); merged over the user's own configuration, which stays as it is.
-  const nlohmann::json config = {
-      {"provider",
-       {{"kvgate",
-         {{"npm", "@ai-sdk/openai-compatible"},
-          {"name", "kvgate"},
-          {"options", {{"baseURL", s.url + "/v1"}, {"apiKey", "{env:KVGATE_API_KEY}"}}},
-          {"models", {{s.model, model}}}}}}},
-      {"model", "kvgate/" + s.model},
-      {"small_model", "kvgate/" + s.model},
-      {"autoupdate", false},
-      {"share", "disabled"}};
-  l.env = {{"KVGATE_API_KEY", s.key}, {"OPENCODE_CONFIG_CONTENT", util::json_text(config)}};
+  return {{"provider",
+           {{"kvgate",
+             {{"npm", "@ai-sdk/openai-compatible"},
+              {"name", "kvgate"},
+              {"options", {{"baseURL", s.url + "/v1"}, {"apiKey", "{env:KVGATE_API_KEY}"}}},
+              {"models", {{s.model, model}}}}}}},
+          {"model", "kvgate/" + s.model},
+          {"small_model", "kvgate/" + s.model},
+          {"autoupdate", false},
+          {"share", "disabled"}};
+}
+
+AgentLaunch opencode(const ServerFacts& s) {
+  AgentLaunch l{.program = "opencode", .package = "opencode-ai"};
+  l.env = {{"KVGATE_API_KEY", s.key}, {"OPENCODE_CONFIG_CONTENT", util::json_text(opencode_config(s))}};
   l.defaults = {{"OPENCODE_DISABLE_AUTOUPDATE", "1"},
                 {"OPENCODE_DISABLE_MODELS_FETCH", "1"},
                 {"OPENCODE_DISABLE_SHARE", "1"}};
+  return l;
+}
+
+AgentLaunch kilo(const ServerFacts& s) {
+  AgentLaunch l{.program = "kilo", .package = "@kilocode/cli"};
+  l.env = {{"KVGATE_API_KEY", s.key}, {"KILO_CONFIG_CONTENT", util::json_text(opencode_config(s))}};
+  // Its telemetry, update check, model catalogue, sharing, session upload and presence calls.
+  l.defaults = {{"KILO_TELEMETRY_LEVEL", "off"},      {"KILO_DISABLE_AUTOUPDATE", "1"},
+                {"KILO_DISABLE_MODELS_FETCH", "1"},   {"KILO_DISABLE_SHARE", "1"},
+                {"KILO_DISABLE_SESSION_INGEST", "1"}, {"KILO_DISABLE_PRESENCE", "1"}};
   return l;
 }
 
@@ -104,6 +118,78 @@ AgentLaunch qwen(const ServerFacts& s, const std::string& cache_dir) {
   return l;
 }
 
+// pi reads providers from its own models file, or from an extension: kvgate writes one in its
+// cache and names it with -e. Without settings of its own, pi compacts when its count passes
+// the window less 16384 (its compaction.reserveTokens), half of a 32K window; the extension
+// cancels a compaction asked with no instructions (pi's automatic ones, and a bare /compact)
+// below the whole window.
+AgentLaunch pi(const ServerFacts& s, const std::string& cache_dir) {
+  AgentLaunch l{.program = "pi", .package = "@mariozechner/pi-coding-agent"};
+  nlohmann::json model = {{"id", s.model},
+                          {"name", s.model},
+                          {"reasoning", false},
+                          {"input", {"text"}},
+                          {"cost", {{"input", 0}, {"output", 0}, {"cacheRead", 0}, {"cacheWrite", 0}}}};
+  if (s.context > 0) {
+    model["contextWindow"] = s.context;
+    model["maxTokens"] = agent_output_cap(s.context);
+  }
+  // apiKey names the variable pi reads the key from; the system prompt as a system message.
+  const nlohmann::json provider = {
+      {"name", "kvgate"},
+      {"baseUrl", s.url + "/v1"},
+      {"apiKey", "KVGATE_API_KEY"},
+      {"api", "openai-completions"},
+      {"compat", {{"supportsDeveloperRole", false}, {"supportsReasoningEffort", false}}},
+      {"models", {model}}};
+  std::string extension = fmt::format(
+      "// Written by kvgate run: the kvgate at {} as pi's provider \"kvgate\".\n"
+      "export default function (pi) {{\n  pi.registerProvider(\"kvgate\", {});\n",
+      s.url, util::json_text(provider));
+  if (s.context > 0) {
+    extension += fmt::format(
+        "  pi.on(\"session_before_compact\", async (event) => {{\n"
+        "    if (event.customInstructions === undefined && event.preparation.tokensBefore <= {}) {{\n"
+        "      return {{ cancel: true }};\n    }}\n  }});\n",
+        s.context);
+  }
+  extension += "}\n";
+  const std::string path = cache_dir + "/pi-kvgate.js";
+  l.files = {{path, extension}};
+  l.env = {{"KVGATE_API_KEY", s.key}};
+  l.args = {"-e", path, "--provider", "kvgate", "--model", s.model};
+  l.defaults = {{"PI_OFFLINE", "1"}, {"PI_SKIP_VERSION_CHECK", "1"}, {"PI_TELEMETRY", "0"}};
+  return l;
+}
+
+// Continue's CLI takes one configuration file with --config (in place of the user's
+// ~/.continue/config.yaml, which stays as it is): a file of kvgate's own in its cache, the key
+// read from KVGATE_API_KEY through Continue's secrets syntax. JSON is YAML. Continue compacts
+// when its count reaches the context less the output cap and a buffer (the cap or a fifth of
+// the rest, at most 15000: @continuedev/cli 1.5.47), 16384 of a 32K window with the 8192 cap,
+// and has no setting for it: with Continue its own compaction comes before kvgate's.
+AgentLaunch cn(const ServerFacts& s, const std::string& cache_dir) {
+  AgentLaunch l{.program = "cn", .package = "@continuedev/cli"};
+  nlohmann::json model = {{"name", s.model},
+                          {"provider", "openai"},
+                          {"model", s.model},
+                          {"apiBase", s.url + "/v1"},
+                          {"apiKey", "${{ secrets.KVGATE_API_KEY }}"},
+                          {"roles", {"chat", "edit", "apply"}}};
+  if (s.context > 0) {
+    model["defaultCompletionOptions"] = {{"contextLength", s.context},
+                                         {"maxTokens", agent_output_cap(s.context)}};
+  }
+  const nlohmann::json config = {
+      {"name", "kvgate"}, {"version", "1.0.0"}, {"schema", "v1"}, {"models", {model}}};
+  const std::string path = cache_dir + "/continue-config.yaml";
+  l.files = {{path, util::json_text(config, 2) + "\n"}};
+  l.env = {{"KVGATE_API_KEY", s.key}};
+  l.args = {"--config", path};
+  l.defaults = {{"CONTINUE_CLI_ENABLE_TELEMETRY", "0"}, {"CONTINUE_METRICS_ENABLED", "0"}};
+  return l;
+}
+
 }  // namespace
 
 std::span<const std::string_view> agent_names() { return kAgents; }
@@ -121,6 +207,12 @@ Result<AgentLaunch> agent_launch(std::string_view agent, const ServerFacts& serv
     l = opencode(server);
   } else if (agent == "qwen") {
     l = qwen(server, cache_dir);
+  } else if (agent == "kilo") {
+    l = kilo(server);
+  } else if (agent == "pi") {
+    l = pi(server, cache_dir);
+  } else if (agent == "cn") {
+    l = cn(server, cache_dir);
   } else {
     return Error(fmt::format("unknown agent '{}': kvgate run knows {}", agent, fmt::join(kAgents, ", ")));
   }

@@ -2,13 +2,18 @@
 // program, its arguments and the environment added to the caller's. Nothing of the user's own
 // configuration is written: each CLI is pointed at kvgate through its environment or its
 // command line (Claude Code's variables, Codex's `-c key=value` overrides, opencode's
-// OPENCODE_CONFIG_CONTENT, a Qwen Code system settings file kvgate writes in its cache).
+// OPENCODE_CONFIG_CONTENT and Kilo's KILO_CONFIG_CONTENT) or through a file kvgate writes in
+// its own cache and names on the command line or in a variable (a Qwen Code system settings
+// file, a pi extension, a Continue configuration file). Keys stay out of those files: each
+// names a variable the agent reads it from.
 //
 // Context: the agent is told the slot's real context window, so what it shows as "context
 // left" is true, and its own auto-compaction is set to that whole window. kvgate compacts first
 // (at its high watermark, keeping the engine's cached prefix), so the agent's own compaction —
 // a summary that rewrites the history and makes the engine compute it all again — comes only
-// when the agent's own count of its uncompacted history passes the window.
+// when the agent's own count of its uncompacted history passes the window. pi's threshold is
+// moved there by the extension (it has no setting outside its own settings files); Continue's
+// CLI has none: it compacts at the window less its output cap and a buffer (agent_launch.cc).
 #pragma once
 
 #include <cstdint>
@@ -49,7 +54,8 @@ std::span<const std::string_view> agent_names();
 uint64_t agent_output_cap(uint64_t context);
 
 // The launch of `agent` against `server`; `cache_dir` is kvgate's folder for the files it
-// writes (a Qwen Code settings file). An unknown agent is an Error listing the known ones.
+// writes (Qwen Code's settings, pi's extension, Continue's configuration). An unknown agent is an Error
+// listing the known ones.
 Result<AgentLaunch> agent_launch(std::string_view agent, const ServerFacts& server,
                                  const std::string& cache_dir, std::vector<std::string> user_args);
 

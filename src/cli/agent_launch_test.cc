@@ -100,6 +100,79 @@ TEST(AgentLaunchTest, QwenCodeGetsASettingsFileOfKvgatesOwn) {
   EXPECT_EQ(l->files[0].second.find("k-123"), std::string::npos) << "the key is not written to a file";
 }
 
+TEST(AgentLaunchTest, KiloGetsTheOpencodeProviderInItsOwnVariable) {
+  auto l = agent_launch("kilo", kServer, "/c", {"run", "--continue", "hi"});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->program, "kilo");
+  EXPECT_EQ(l->package, "@kilocode/cli");
+  auto e = env_of(*l);
+  EXPECT_EQ(e.count("OPENCODE_CONFIG_CONTENT"), 0u);
+  const json config = json::parse(e["KILO_CONFIG_CONTENT"]);
+  EXPECT_EQ(config["model"], "kvgate/qwen3-8b");
+  EXPECT_EQ(config["provider"]["kvgate"]["options"]["baseURL"], "http://127.0.0.1:8787/v1");
+  EXPECT_EQ(config["provider"]["kvgate"]["models"]["qwen3-8b"]["limit"]["context"], 32768);
+  EXPECT_EQ(e["KVGATE_API_KEY"], "k-123");
+  EXPECT_EQ(e["KILO_TELEMETRY_LEVEL"], "off");
+  EXPECT_EQ(e["KILO_DISABLE_AUTOUPDATE"], "1");
+  EXPECT_EQ(e["KILO_CONFIG_CONTENT"].find("k-123"), std::string::npos);
+  EXPECT_EQ(l->args, (std::vector<std::string>{"run", "--continue", "hi"}));
+  EXPECT_TRUE(l->files.empty());
+}
+
+TEST(AgentLaunchTest, PiLoadsAnExtensionOfKvgatesOwnThatRegistersTheProvider) {
+  auto l = agent_launch("pi", kServer, "/cache/kvgate/run", {"-p", "hi", "-c"});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->program, "pi");
+  ASSERT_EQ(l->files.size(), 1u);
+  const auto& [path, js] = l->files[0];
+  EXPECT_EQ(path, "/cache/kvgate/run/pi-kvgate.js");
+  EXPECT_EQ(l->args, (std::vector<std::string>{"-e", path, "--provider", "kvgate", "--model", "qwen3-8b",
+                                               "-p", "hi", "-c"}));
+  // The provider's configuration is the JSON argument of registerProvider.
+  const size_t open = js.find("pi.registerProvider(\"kvgate\", ");
+  ASSERT_NE(open, std::string::npos) << js;
+  const size_t start = js.find('{', open);
+  const size_t end = js.find(");\n", start);
+  const json provider = json::parse(js.substr(start, end - start));
+  EXPECT_EQ(provider["baseUrl"], "http://127.0.0.1:8787/v1");
+  EXPECT_EQ(provider["api"], "openai-completions");
+  EXPECT_EQ(provider["apiKey"], "KVGATE_API_KEY");  // the variable's name: the key is not in the file
+  EXPECT_EQ(provider["models"][0]["id"], "qwen3-8b");
+  EXPECT_EQ(provider["models"][0]["contextWindow"], 32768);
+  EXPECT_EQ(provider["models"][0]["maxTokens"], 8192);
+  EXPECT_EQ(js.find("k-123"), std::string::npos);
+  // pi's own threshold (the window less 16384) is moved to the whole window.
+  EXPECT_NE(js.find("session_before_compact"), std::string::npos) << js;
+  EXPECT_NE(js.find("tokensBefore <= 32768"), std::string::npos) << js;
+  auto e = env_of(*l);
+  EXPECT_EQ(e["KVGATE_API_KEY"], "k-123");
+  EXPECT_EQ(e["PI_OFFLINE"], "1");
+  EXPECT_EQ(e["PI_TELEMETRY"], "0");
+}
+
+TEST(AgentLaunchTest, ContinueGetsAConfigurationFileOfKvgatesOwn) {
+  auto l = agent_launch("cn", kServer, "/cache/kvgate/run", {"-p", "hi", "--resume"});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->program, "cn");
+  EXPECT_EQ(l->package, "@continuedev/cli");
+  ASSERT_EQ(l->files.size(), 1u);
+  EXPECT_EQ(l->files[0].first, "/cache/kvgate/run/continue-config.yaml");
+  EXPECT_EQ(l->args, (std::vector<std::string>{"--config", l->files[0].first, "-p", "hi", "--resume"}));
+  const json config = json::parse(l->files[0].second);  // JSON, which YAML readers take
+  ASSERT_EQ(config["models"].size(), 1u);
+  const json& m = config["models"][0];
+  EXPECT_EQ(m["provider"], "openai");
+  EXPECT_EQ(m["model"], "qwen3-8b");
+  EXPECT_EQ(m["apiBase"], "http://127.0.0.1:8787/v1");
+  EXPECT_EQ(m["apiKey"], "${{ secrets.KVGATE_API_KEY }}");
+  EXPECT_EQ(m["defaultCompletionOptions"]["contextLength"], 32768);
+  EXPECT_EQ(m["defaultCompletionOptions"]["maxTokens"], 8192);
+  EXPECT_EQ(l->files[0].second.find("k-123"), std::string::npos);
+  auto e = env_of(*l);
+  EXPECT_EQ(e["KVGATE_API_KEY"], "k-123");
+  EXPECT_EQ(e["CONTINUE_CLI_ENABLE_TELEMETRY"], "0");
+}
+
 TEST(AgentLaunchTest, AnUnknownWindowLeavesTheAgentsOwnAndUnknownAgentsAreNamed) {
   ServerFacts s = kServer;
   s.context = 0;
@@ -110,9 +183,16 @@ TEST(AgentLaunchTest, AnUnknownWindowLeavesTheAgentsOwnAndUnknownAgentsAreNamed)
   auto codex = agent_launch("codex", s, "/c", {});
   ASSERT_TRUE(codex.ok());
   EXPECT_EQ(std::count(codex->args.begin(), codex->args.end(), "model_context_window=0"), 0);
+  auto pi = agent_launch("pi", s, "/c", {});
+  ASSERT_TRUE(pi.ok());
+  EXPECT_EQ(pi->files[0].second.find("contextWindow"), std::string::npos);
+  EXPECT_EQ(pi->files[0].second.find("session_before_compact"), std::string::npos);
+  auto cn = agent_launch("cn", s, "/c", {});
+  ASSERT_TRUE(cn.ok());
+  EXPECT_EQ(cn->files[0].second.find("contextLength"), std::string::npos);
   auto bad = agent_launch("cursor", kServer, "/c", {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("claude, codex, opencode, qwen"), std::string::npos)
+  EXPECT_NE(bad.error().message().find("claude, cn, codex, kilo, opencode, pi, qwen"), std::string::npos)
       << bad.error().message();
   EXPECT_EQ(agent_output_cap(32768), 8192u);
   EXPECT_EQ(agent_output_cap(262144), 16384u);
