@@ -21,6 +21,8 @@ constexpr std::array<std::string_view, 7> kAgents = {"claude",   "cn", "codex", 
 // A TOML basic string for Codex's -c overrides.
 std::string toml_string(std::string_view s) { return util::json_text(nlohmann::json(std::string(s))); }
 
+constexpr uint64_t kClaudeMinCompactWindow = 100000;
+
 AgentLaunch claude(const ServerFacts& s) {
   AgentLaunch l{.program = "claude", .package = "@anthropic-ai/claude-code"};
   l.env = {{"ANTHROPIC_BASE_URL", s.url},
@@ -36,7 +38,11 @@ AgentLaunch claude(const ServerFacts& s) {
                 {"DISABLE_AUTOUPDATER", "1"}};
   if (s.context > 0) {
     l.defaults.emplace_back("CLAUDE_CODE_MAX_CONTEXT_TOKENS", std::to_string(s.context));
-    l.defaults.emplace_back("CLAUDE_CODE_AUTO_COMPACT_WINDOW", std::to_string(s.context));
+    // Claude Code 2.1.332 reads a compaction window under 100k as 100k (and says so at every
+    // start), then clamps it to the model's window: below 100k the window alone sets it.
+    if (s.context >= kClaudeMinCompactWindow) {
+      l.defaults.emplace_back("CLAUDE_CODE_AUTO_COMPACT_WINDOW", std::to_string(s.context));
+    }
     l.defaults.emplace_back("CLAUDE_CODE_MAX_OUTPUT_TOKENS", std::to_string(agent_output_cap(s.context)));
   }
   return l;
@@ -90,7 +96,7 @@ AgentLaunch opencode(const ServerFacts& s) {
 AgentLaunch kilo(const ServerFacts& s) {
   AgentLaunch l{.program = "kilo", .package = "@kilocode/cli"};
   l.env = {{"KVGATE_API_KEY", s.key}, {"KILO_CONFIG_CONTENT", util::json_text(opencode_config(s))}};
-  // Its telemetry, update check, model catalogue, sharing, session upload and presence calls.
+  // Its telemetry, update check, model catalogue, sharing, conversation upload and presence calls.
   l.defaults = {{"KILO_TELEMETRY_LEVEL", "off"},      {"KILO_DISABLE_AUTOUPDATE", "1"},
                 {"KILO_DISABLE_MODELS_FETCH", "1"},   {"KILO_DISABLE_SHARE", "1"},
                 {"KILO_DISABLE_SESSION_INGEST", "1"}, {"KILO_DISABLE_PRESENCE", "1"}};

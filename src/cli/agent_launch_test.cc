@@ -38,10 +38,26 @@ TEST(AgentLaunchTest, ClaudeCodeIsPointedAtKvgateByItsEnvironment) {
   EXPECT_EQ(e["ANTHROPIC_MODEL"], "qwen3-8b");
   EXPECT_EQ(e["ANTHROPIC_SMALL_FAST_MODEL"], "qwen3-8b");
   EXPECT_EQ(e["CLAUDE_CODE_MAX_CONTEXT_TOKENS"], "32768");
-  EXPECT_EQ(e["CLAUDE_CODE_AUTO_COMPACT_WINDOW"], "32768");
+  // Under 100k Claude Code reads its compaction window as 100k and warns; the model's window
+  // (the context) bounds it instead.
+  EXPECT_EQ(e.count("CLAUDE_CODE_AUTO_COMPACT_WINDOW"), 0u);
   EXPECT_EQ(e["CLAUDE_CODE_MAX_OUTPUT_TOKENS"], "8192");
   EXPECT_EQ(e["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"], "1");
   EXPECT_TRUE(l->files.empty());
+}
+
+TEST(AgentLaunchTest, ClaudeCodesCompactionWindowIsSetFrom100kTokens) {
+  ServerFacts s = kServer;
+  s.context = 131072;
+  auto l = agent_launch("claude", s, "/c", {});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(env_of(*l)["CLAUDE_CODE_AUTO_COMPACT_WINDOW"], "131072");
+  EXPECT_EQ(env_of(*l)["CLAUDE_CODE_MAX_OUTPUT_TOKENS"], "16384");
+  s.context = 99999;
+  l = agent_launch("claude", s, "/c", {});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(env_of(*l).count("CLAUDE_CODE_AUTO_COMPACT_WINDOW"), 0u);
+  EXPECT_EQ(env_of(*l)["CLAUDE_CODE_MAX_CONTEXT_TOKENS"], "99999");
 }
 
 TEST(AgentLaunchTest, CodexGetsItsProviderAsOverridesBeforeTheUsersArguments) {
