@@ -15,6 +15,7 @@
 #include <cctype>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include "gateway/engine_counters.h"
 #include "testing/engine_e2e.h"
 #include "testing/engines_under_test.h"
 #include "testing/gateway_e2e.h"
@@ -173,7 +175,40 @@ class AgentCliTest : public ::testing::TestWithParam<Cli> {
     return w;
   }
 
+  // `kvgate up` on a synthesized qwen3 (32K context, one slot), its engine started through a
+  // wrapper that adds `engine_flags`; null (with a failure) when it does not start.
+  std::unique_ptr<testing::UpProcess> start_up(const std::vector<std::string>& engine_flags,
+                                               const std::vector<std::string>& up_flags, uint16_t* port_out) {
+    const fs::path wrapper = dir_ / "llama-server-biased";
+    auto server = testing::engine_binary({});
+    EXPECT_TRUE(server.ok());
+    if (!server.ok()) return nullptr;
+    {
+      std::string flags;
+      for (const auto& f : engine_flags) flags += " '" + f + "'";
+      std::ofstream w(wrapper);
+      w << "#!/bin/sh\ncase \" $* \" in *\" --help \"*|*\" --version \"*|*\" -h \"*) exec '" << server->string()
+        << "' \"$@\";; esac\nexec '" << server->string() << "' \"$@\"" << flags << "\n";
+    }
+    fs::permissions(wrapper, fs::perms::owner_all);
+    auto model = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "agents");
+    auto port = util::pick_free_port();
+    EXPECT_TRUE(model.ok() && port.ok());
+    if (!model.ok() || !port.ok()) return nullptr;
+    model_.emplace(std::move(*model));
+    std::vector<std::string> args = {model_->path().string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx",
+                                     "32768", "--threads", testing::engine_threads(), "--server", wrapper.string(),
+                                     "--log-dir", (dir_ / "logs").string(), "--state-dir", (dir_ / "state").string()};
+    args.insert(args.end(), up_flags.begin(), up_flags.end());
+    auto up = std::make_unique<testing::UpProcess>(args);
+    EXPECT_TRUE(up->wait_ready()) << up->output();
+    if (HasFailure()) return nullptr;
+    *port_out = *port;
+    return up;
+  }
+
   fs::path dir_;
+  std::optional<testing::TempModel> model_;
 };
 
 TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEngine) {
@@ -181,36 +216,17 @@ TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEn
   const auto started = std::chrono::steady_clock::now();
   const std::vector<std::string> bias = bias_flags();
   ASSERT_FALSE(bias.empty());
-
-  // kvgate up, the engine started through a wrapper that adds the bias.
-  const fs::path wrapper = dir_ / "llama-server-biased";
+  uint16_t port = 0;
+  auto up = start_up(bias, {}, &port);
+  ASSERT_TRUE(up);
   {
-    auto server = testing::engine_binary({});
-    ASSERT_TRUE(server.ok());
-    std::string flags;
-    for (const auto& f : bias) flags += " '" + f + "'";
-    std::ofstream w(wrapper);
-    w << "#!/bin/sh\ncase \" $* \" in *\" --help \"*|*\" --version \"*|*\" -h \"*) exec '" << server->string()
-      << "' \"$@\";; esac\nexec '" << server->string() << "' \"$@\"" << flags << "\n";
-  }
-  fs::permissions(wrapper, fs::perms::owner_all);
-  auto model = testing::TempModel::synthesize(*gguf::synth_defaults("qwen3"), "agents");
-  ASSERT_TRUE(model.ok());
-  auto port = util::pick_free_port();
-  ASSERT_TRUE(port.ok());
-  auto up = std::make_unique<testing::UpProcess>(std::vector<std::string>{
-      model->path().string(), "--listen", fmt::format("127.0.0.1:{}", *port), "--ctx", "32768", "--threads",
-      testing::engine_threads(), "--server", wrapper.string(), "--log-dir", (dir_ / "logs").string(),
-      "--state-dir", (dir_ / "state").string()});
-  ASSERT_TRUE(up->wait_ready()) << up->output();
-  {
-    httplib::Client c("127.0.0.1", *port);
+    httplib::Client c("127.0.0.1", port);
     auto probe = c.Post(cli.route, "{}", "application/json");
     if (probe && probe->status == 404) {
       GTEST_SKIP() << "kvgate has no " << cli.route << " yet: " << cli.name << " cannot talk to it";
     }
   }
-  const std::string base = fmt::format("http://127.0.0.1:{}", *port);
+  const std::string base = fmt::format("http://127.0.0.1:{}", port);
   const fs::path work = workdir("kvgate");
   std::vector<double> through;
   for (int n = 1; n <= 3; ++n) {
@@ -265,6 +281,97 @@ TEST_P(AgentCliTest, RunsAgainReuseTheCachedPromptThroughKvgateAsStraightToTheEn
 INSTANTIATE_TEST_SUITE_P(Pinned, AgentCliTest,
                          ::testing::Values(Cli{"qwen", "/v1/chat/completions"}, Cli{"claude", "/v1/messages"},
                                            Cli{"codex", "/v1/responses"}, Cli{"opencode", "/v1/chat/completions"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+// `kvgate run AGENT` with each pinned CLI, three turns of one conversation (the agent's own
+// continue or resume: tests/agents/kvgate_run_turn.sh), on `kvgate up` as above (answers of a
+// few words: the engine's bias). Each turn must exit 0, and turns 2 and 3
+// must make the engine compute only their increment: the turn's main request (its longest
+// prompt) at most 10 % of its prompt (kvgate's request log, from the engine's timings), and
+// the engine's own counter (llamacpp:prompt_tokens_total, read before and after the turn),
+// less what the turn's side requests computed, at most a quarter of that prompt.
+class KvgateRunTurnsTest : public AgentCliTest {
+ protected:
+  // The engine's counters (its /metrics), behind the kvgate up started.
+  std::optional<gateway::EngineCounters> engine_counters(testing::UpProcess& up) {
+    if (engine_port_ == 0) {
+      static const std::regex re(R"(engine pid \d+ on http://127\.0\.0\.1:(\d+))");
+      std::smatch m;
+      const std::string out = up.output();
+      if (std::regex_search(out, m, re)) engine_port_ = static_cast<uint16_t>(std::stoi(m[1]));
+      engine_key_ = read_file(dir_ / "state" / "engine.key");
+      while (!engine_key_.empty() && std::isspace(static_cast<unsigned char>(engine_key_.back()))) engine_key_.pop_back();
+    }
+    httplib::Client c("127.0.0.1", engine_port_);
+    c.set_bearer_token_auth(engine_key_);
+    auto r = c.Get("/metrics");
+    if (!r || r->status != 200) return std::nullopt;
+    return gateway::parse_engine_counters(r->body);
+  }
+
+  uint16_t engine_port_ = 0;
+  std::string engine_key_;
+};
+
+TEST_P(KvgateRunTurnsTest, ThreeTurnsThroughKvgateRunComputeOnlyTheirIncrement) {
+  const Cli cli = GetParam();
+  std::vector<std::string> flags = bias_flags();
+  ASSERT_FALSE(flags.empty());
+  uint16_t port = 0;
+  auto up = start_up(flags, {}, &port);
+  ASSERT_TRUE(up);
+  const std::string base = fmt::format("http://127.0.0.1:{}", port);
+  const fs::path work = workdir("run");
+  for (int n = 1; n <= 3; ++n) {
+    const size_t before_events = up->events("request").size();
+    const auto before = engine_counters(*up);
+    ASSERT_TRUE(before) << "the engine's /metrics: " << up->output();
+    const fs::path out = dir_ / fmt::format("turn{}", n);
+    fs::create_directories(out);
+    const std::string cmd = fmt::format("KVGATE='{}' AGENT_TIMEOUT=300 '{}' {} '{}' '{}' '{}' '{}' {} >'{}/runner.log' 2>&1",
+                                        testing::kvgate_binary(), (kAgents / "kvgate_run_turn.sh").string(), cli.name,
+                                        base, work.string(), (dir_ / "home").string(), out.string(), n, out.string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out / "runner.log");
+    const int exit_code = std::atoi(read_file(out / "exit_code").c_str());
+    const double seconds = std::atof(read_file(out / "elapsed_s").c_str());
+    const auto after = engine_counters(*up);
+    ASSERT_TRUE(after);
+    const uint64_t computed = after->prompt_computed - before->prompt_computed;
+    const auto events = up->events("request");
+    ASSERT_GT(events.size(), before_events) << cli.name << " turn " << n << " sent no request through kvgate";
+    // The main request: the longest prompt of the turn; the others of another conversation
+    // are side requests (Qwen Code's memory extraction, opencode's and Kilo's titles).
+    size_t main = before_events;
+    for (size_t i = before_events; i < events.size(); ++i) {
+      if (events[i].value("prompt_tokens", 0) > events[main].value("prompt_tokens", 0)) main = i;
+    }
+    std::string requests;
+    double side = 0;
+    for (size_t i = before_events; i < events.size(); ++i) {
+      const bool other = events[i].value("session", "") != events[main].value("session", "");
+      if (other) side += events[i].value("prefilled_tokens", 0.0);
+      requests += fmt::format(" {}{}/{}", other ? "side " : "", events[i].value("prefilled_tokens", 0),
+                              events[i].value("prompt_tokens", 0));
+    }
+    const double prompt = events[main].value("prompt_tokens", 0.0), prefilled = events[main].value("prefilled_tokens", 0.0);
+    std::printf("[ kvgate run %s ] turn %d: exit %d, %.0f s, engine computed %llu prompt tokens; requests "
+                "(computed/prompt):%s\n",
+                cli.name, n, exit_code, seconds, static_cast<unsigned long long>(computed), requests.c_str());
+    EXPECT_EQ(exit_code, 0) << read_file(out / "stdout.txt").substr(0, 500) << read_file(out / "stderr.txt").substr(0, 500);
+    if (n >= 2) {
+      EXPECT_LE(prefilled, 0.1 * prompt) << cli.name << " turn " << n << ": the main request recomputed its prompt";
+      // The engine's own count for the turn, less what side requests computed (their prefix is
+      // not kept across turns yet: docs/GATEWAY.md, "kvgate run").
+      EXPECT_LE(static_cast<double>(computed) - side, 0.25 * prompt) << cli.name << " turn " << n;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pinned, KvgateRunTurnsTest,
+                         ::testing::Values(Cli{"claude", "/v1/messages"}, Cli{"codex", "/v1/responses"},
+                                           Cli{"qwen", "/v1/chat/completions"}, Cli{"opencode", "/v1/chat/completions"},
+                                           Cli{"kilo", "/v1/chat/completions"}, Cli{"pi", "/v1/chat/completions"},
+                                           Cli{"cn", "/v1/chat/completions"}),
                          [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
