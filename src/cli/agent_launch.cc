@@ -171,8 +171,8 @@ AgentLaunch pi(const ServerFacts& s, const std::string& cache_dir) {
 // Continue's CLI takes one configuration file with --config (in place of the user's
 // ~/.continue/config.yaml, which stays as it is): a file of kvgate's own in its cache, the key
 // read from KVGATE_API_KEY through Continue's secrets syntax. JSON is YAML. Continue compacts
-// when its count reaches the context less the output cap and a buffer (the cap or a fifth of
-// the rest, at most 15000: @continuedev/cli 1.5.47), 16384 of a 32K window with the 8192 cap,
+// when its count reaches the context less the output cap and a buffer (the larger of the cap
+// and a fifth of the rest, at most 15000: @continuedev/cli 1.5.47), 16384 of a 32K window with the 8192 cap,
 // and has no setting for it: with Continue its own compaction comes before kvgate's.
 AgentLaunch cn(const ServerFacts& s, const std::string& cache_dir) {
   AgentLaunch l{.program = "cn", .package = "@continuedev/cli"};
