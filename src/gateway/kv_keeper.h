@@ -40,7 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/kv_files.h"
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 #include "gateway/upstream.h"
 #include "util/result.h"
 

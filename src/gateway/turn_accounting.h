@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "gateway/metrics.h"
 #include "gateway/reply.h"
+#include "metrics/metrics.h"
 #include "session/stabiliser.h"
 
 namespace kvgate::gateway {

@@ -1,4 +1,4 @@
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 
 #include <chrono>
 
