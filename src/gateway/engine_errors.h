@@ -25,8 +25,6 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/api_error.h"
-
 namespace kvgate::gateway {
 
 // kUnsupportedInput: an image or audio part the engine cannot take (no projector loaded).
@@ -45,11 +43,5 @@ EngineErrorInfo classify_engine_error(int status, std::string_view body);
 
 // Whether `message` is the engine rejecting or failing to encode the generation (kOutput).
 bool is_output_error_message(std::string_view message);
-
-// An engine's error answer (or an error event's payload) as the client gets it: the engine's
-// status (502 when it is not an error status), message, type, code and further fields; a
-// body that is not an OpenAI error is quoted (its first 500 bytes) with code upstream_error;
-// input the model cannot take (kUnsupportedInput, a 500 from the engine) is a 400.
-ApiError engine_api_error(int status, std::string_view body);
 
 }  // namespace kvgate::gateway

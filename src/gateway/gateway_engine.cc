@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gateway/engine_api_error.h"
 #include "gateway/engine_errors.h"
 #include "gateway/gateway.h"
 #include "util/log.h"

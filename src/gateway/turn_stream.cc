@@ -11,6 +11,7 @@
 // kvgate's own chunks; a reply that filled the context ends as "length".
 #include <fmt/format.h>
 
+#include "gateway/engine_api_error.h"
 #include "gateway/engine_errors.h"
 #include "gateway/finish_reason.h"
 #include "gateway/silence_watch.h"
