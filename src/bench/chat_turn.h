@@ -16,7 +16,7 @@
 
 #include "bench/failure.h"
 #include "bench/http_client.h"
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 
 namespace kvgate::bench {
 

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/engine_counters.h"
+#include "upstream/engine_counters.h"
 #include "util/json.h"
 
 namespace kvgate::bench {

@@ -24,8 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/reply.h"
 #include "http/sse.h"
+#include "upstream/reply.h"
 #include "util/result.h"
 
 namespace httplib {

@@ -22,8 +22,8 @@
 
 #include "bench/http_client.h"
 #include "gateway/gateway.h"
-#include "gateway/upstream.h"
 #include "http/http_server.h"
+#include "upstream/upstream.h"
 #include "util/result.h"
 
 namespace kvgate::bench {

@@ -11,7 +11,7 @@
 #include "bench/engine_queries.h"
 #include "bench/local_gateway.h"
 #include "bench/timing_upstream.h"
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 #include "util/json.h"
 
 namespace kvgate::bench {

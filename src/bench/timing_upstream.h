@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 
 namespace kvgate::bench {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "session/normalize.h"
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 #include "util/json.h"
 
 namespace kvgate::bench {

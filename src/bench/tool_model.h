@@ -29,7 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 
 namespace kvgate::bench {
 

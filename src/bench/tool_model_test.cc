@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 
 namespace kvgate::bench {
 namespace {

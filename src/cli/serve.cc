@@ -40,7 +40,7 @@
 #include "engine/pinned.h"
 #include "gateway/fleet.h"
 #include "gateway/gateway.h"
-#include "gateway/upstream_facts.h"
+#include "upstream/upstream_facts.h"
 #include "http/http_server.h"
 #include "util/json.h"
 #include "util/net.h"

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "gateway/engine_errors.h"
+#include "upstream/engine_errors.h"
 #include "gateway/gateway.h"
-#include "gateway/rescue_replay.h"
+#include "upstream/rescue_replay.h"
 #include "rescue/utf8.h"
 #include "util/json.h"
 #include "util/log.h"

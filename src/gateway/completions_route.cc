@@ -8,15 +8,15 @@
 
 #include "gateway/chat_request.h"
 #include "gateway/disconnect_watch.h"
-#include "gateway/engine_errors.h"
 #include "gateway/gateway.h"
 #include "gateway/json_headers.h"
-#include "gateway/model_id.h"
-#include "gateway/rescue_replay.h"
 #include "gateway/stream_relay.h"
 #include "gateway/turn_accounting.h"
 #include "gateway/work_limits.h"
 #include "http/sse.h"
+#include "upstream/engine_errors.h"
+#include "upstream/model_id.h"
+#include "upstream/rescue_replay.h"
 #include "util/json.h"
 #include "util/time.h"
 

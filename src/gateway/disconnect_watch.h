@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 
 namespace kvgate::gateway {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gateway/engine_errors.h"
+#include "upstream/engine_errors.h"
 
 namespace kvgate::gateway {
 

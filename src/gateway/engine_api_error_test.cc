@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gateway/engine_errors.h"
+#include "upstream/engine_errors.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 
 #include "gateway/chat_completions.h"
-#include "gateway/engine_errors.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
-#include "gateway/reply.h"
 #include "gateway/request_checks.h"
-#include "gateway/slot_listing.h"
+#include "upstream/engine_errors.h"
+#include "upstream/reply.h"
+#include "upstream/slot_listing.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "wire/anthropic_reply.h"

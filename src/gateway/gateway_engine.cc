@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "gateway/engine_api_error.h"
-#include "gateway/engine_errors.h"
 #include "gateway/gateway.h"
+#include "upstream/engine_errors.h"
 #include "util/log.h"
 
 namespace kvgate::gateway {

@@ -41,7 +41,7 @@
 
 #include "gateway/kv_files.h"
 #include "metrics/metrics.h"
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "util/result.h"
 
 namespace kvgate::gateway {

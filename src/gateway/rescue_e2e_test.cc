@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gateway/rescue_replay.h"
+#include "upstream/rescue_replay.h"
 #include "rescue/history_repair.h"
 #include "rescue/relaxed_json.h"
 #include "rescue/tool_call_parse.h"

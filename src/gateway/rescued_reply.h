@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 
 namespace kvgate::gateway {
 

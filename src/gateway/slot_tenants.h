@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "util/result.h"
 
 namespace kvgate::gateway {

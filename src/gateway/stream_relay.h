@@ -21,7 +21,7 @@
 #include <string_view>
 #include <thread>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "http/http_server.h"
 
 namespace kvgate::gateway {

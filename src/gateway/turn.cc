@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include "gateway/model_id.h"
-#include "gateway/rescue_replay.h"
+#include "upstream/model_id.h"
+#include "upstream/rescue_replay.h"
 #include "gateway/turn_steps.h"
 #include "session/normalize.h"
 #include "util/json.h"

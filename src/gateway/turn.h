@@ -38,7 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 #include "wire/context_edits.h"
 
 namespace kvgate::gateway {

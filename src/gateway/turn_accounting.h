@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 
-#include "gateway/reply.h"
 #include "metrics/metrics.h"
 #include "session/stabiliser.h"
+#include "upstream/reply.h"
 
 namespace kvgate::gateway {
 

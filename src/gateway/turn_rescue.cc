@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/rescue_replay.h"
+#include "upstream/rescue_replay.h"
 #include "gateway/turn_steps.h"
 #include "rescue/relaxed_json.h"
 #include "rescue/tool_call_parse.h"

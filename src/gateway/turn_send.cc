@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "gateway/disconnect_watch.h"
-#include "gateway/engine_errors.h"
-#include "gateway/finish_reason.h"
-#include "gateway/model_id.h"
+#include "upstream/engine_errors.h"
+#include "upstream/finish_reason.h"
+#include "upstream/model_id.h"
 #include "gateway/turn_steps.h"
 #include "util/json.h"
 #include "util/log.h"

@@ -21,12 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/admission.h"
-#include "gateway/engine_counters.h"
-#include "gateway/engine_errors.h"
-#include "gateway/finish_reason.h"
+#include "upstream/engine_counters.h"
+#include "upstream/engine_errors.h"
+#include "upstream/finish_reason.h"
 #include "gateway/gateway.h"
 #include "gateway/kv_keeper.h"
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 #include "gateway/rescued_reply.h"
 #include "gateway/turn.h"
 #include "gateway/turn_budget.h"

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "gateway/engine_api_error.h"
-#include "gateway/engine_errors.h"
-#include "gateway/finish_reason.h"
-#include "gateway/silence_watch.h"
+#include "upstream/engine_errors.h"
+#include "upstream/finish_reason.h"
+#include "upstream/silence_watch.h"
 #include "gateway/turn_steps.h"
 #include "http/sse.h"
 #include "util/json.h"

@@ -11,7 +11,7 @@
 #include "gateway/gateway.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
-#include "gateway/model_id.h"
+#include "upstream/model_id.h"
 #include "gateway/request_checks.h"
 #include "gateway/responses_api.h"
 #include "gateway/turn_request.h"

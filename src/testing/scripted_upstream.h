@@ -33,8 +33,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/upstream.h"
 #include "testing/upstream_double.h"
+#include "upstream/upstream.h"
 
 namespace kvgate::testing {
 

@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 
 namespace kvgate::gateway {
 

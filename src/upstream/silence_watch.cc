@@ -1,4 +1,4 @@
-#include "gateway/silence_watch.h"
+#include "upstream/silence_watch.h"
 
 #include <fmt/format.h>
 

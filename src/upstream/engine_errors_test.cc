@@ -1,4 +1,4 @@
-#include "gateway/engine_errors.h"
+#include "upstream/engine_errors.h"
 
 #include <fstream>
 #include <sstream>
@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "gateway/finish_reason.h"
-#include "gateway/reply.h"
-#include "gateway/slot_listing.h"
+#include "upstream/finish_reason.h"
+#include "upstream/reply.h"
+#include "upstream/slot_listing.h"
 #include "testing/paths.h"
 
 namespace kvgate::gateway {

@@ -1,4 +1,4 @@
-#include "gateway/token_estimate.h"
+#include "upstream/token_estimate.h"
 
 #include <gtest/gtest.h>
 

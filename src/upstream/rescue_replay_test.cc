@@ -1,4 +1,4 @@
-#include "gateway/rescue_replay.h"
+#include "upstream/rescue_replay.h"
 
 #include <gtest/gtest.h>
 

@@ -43,8 +43,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/token_estimate.h"
-#include "gateway/upstream.h"
+#include "upstream/token_estimate.h"
+#include "upstream/upstream.h"
 #include "util/result.h"
 
 namespace kvgate::gateway {

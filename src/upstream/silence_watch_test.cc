@@ -1,12 +1,12 @@
-#include "gateway/silence_watch.h"
+#include "upstream/silence_watch.h"
 
 #include <atomic>
 #include <thread>
 
 #include <gtest/gtest.h>
 
-#include "gateway/engine_counters.h"
-#include "gateway/model_id.h"
+#include "upstream/engine_counters.h"
+#include "upstream/model_id.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -1,11 +1,11 @@
-#include "gateway/rescue_replay.h"
+#include "upstream/rescue_replay.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 
-#include "gateway/engine_errors.h"
-#include "gateway/reply.h"
+#include "upstream/engine_errors.h"
+#include "upstream/reply.h"
 #include "rescue/relaxed_json.h"
 
 namespace kvgate::gateway {

@@ -1,4 +1,4 @@
-#include "gateway/model_id.h"
+#include "upstream/model_id.h"
 
 #include <nlohmann/json.hpp>
 

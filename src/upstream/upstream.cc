@@ -1,4 +1,4 @@
-#include "gateway/upstream.h"
+#include "upstream/upstream.h"
 
 #include <httplib.h>
 

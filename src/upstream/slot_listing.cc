@@ -1,4 +1,4 @@
-#include "gateway/slot_listing.h"
+#include "upstream/slot_listing.h"
 
 namespace kvgate::gateway {
 namespace {

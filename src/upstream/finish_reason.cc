@@ -1,4 +1,4 @@
-#include "gateway/finish_reason.h"
+#include "upstream/finish_reason.h"
 
 namespace kvgate::gateway {
 namespace {

@@ -1,4 +1,4 @@
-#include "gateway/reply.h"
+#include "upstream/reply.h"
 
 namespace kvgate::gateway {
 

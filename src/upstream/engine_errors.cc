@@ -1,4 +1,4 @@
-#include "gateway/engine_errors.h"
+#include "upstream/engine_errors.h"
 
 #include <nlohmann/json.hpp>
 

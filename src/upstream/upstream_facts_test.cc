@@ -1,4 +1,4 @@
-#include "gateway/upstream_facts.h"
+#include "upstream/upstream_facts.h"
 
 #include <fstream>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "gateway/engine_counters.h"
+#include "upstream/engine_counters.h"
 
 #include <cstdlib>
 #include <string>

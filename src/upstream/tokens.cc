@@ -1,4 +1,4 @@
-#include "gateway/tokens.h"
+#include "upstream/tokens.h"
 
 #include <fmt/format.h>
 
