@@ -25,7 +25,7 @@
 #include "upstream/engine_errors.h"
 #include "upstream/finish_reason.h"
 #include "gateway/gateway.h"
-#include "gateway/kv_keeper.h"
+#include "kvstate/kv_keeper.h"
 #include "upstream/reply.h"
 #include "gateway/rescued_reply.h"
 #include "gateway/turn.h"

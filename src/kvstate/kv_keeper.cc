@@ -1,4 +1,4 @@
-#include "gateway/kv_keeper.h"
+#include "kvstate/kv_keeper.h"
 
 #include <algorithm>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "gateway/slot_tenants.h"
+#include "kvstate/slot_tenants.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -39,7 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/kv_files.h"
+#include "kvstate/kv_files.h"
 #include "metrics/metrics.h"
 #include "upstream/upstream.h"
 #include "util/result.h"

@@ -1,4 +1,4 @@
-#include "gateway/kv_files.h"
+#include "kvstate/kv_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The disk side of saved engine states: what is restored, what is refused, and the budget.
 // Here the test writes the bytes an engine would (the e2e tests use the real engine).
-#include "gateway/kv_files.h"
+#include "kvstate/kv_files.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
