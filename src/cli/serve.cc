@@ -38,7 +38,7 @@
 #include "cli/up_options.h"
 #include "engine/instance_lock.h"
 #include "engine/pinned.h"
-#include "gateway/fleet.h"
+#include "fleet/fleet.h"
 #include "gateway/gateway.h"
 #include "upstream/upstream_facts.h"
 #include "http/http_server.h"

@@ -20,7 +20,7 @@
 #include "cli/up_steps.h"
 #include "device/tree.h"
 #include "engine/status_report.h"
-#include "gateway/fleet.h"
+#include "fleet/fleet.h"
 #include "gateway/response_store.h"
 #include "http/http_server.h"
 #include "plan/launch_args.h"

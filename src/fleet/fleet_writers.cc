@@ -1,4 +1,4 @@
-#include "gateway/fleet_writers.h"
+#include "fleet/fleet_writers.h"
 
 #include <map>
 

@@ -1,4 +1,4 @@
-#include "gateway/router.h"
+#include "fleet/router.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
-#include "gateway/fleet.h"
+#include "fleet/fleet.h"
 
 #include <fmt/format.h>
 
+#include "fleet/fleet_writers.h"
 #include "gateway/api_error.h"
-#include "gateway/fleet_writers.h"
 #include "gateway/json_headers.h"
 #include "util/json.h"
 #include "util/log.h"

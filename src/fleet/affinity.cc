@@ -1,4 +1,4 @@
-#include "gateway/affinity.h"
+#include "fleet/affinity.h"
 
 #include <algorithm>
 #include <unordered_set>

@@ -1,12 +1,12 @@
-#include "gateway/affinity.h"
+#include "fleet/affinity.h"
 
 #include <condition_variable>
 #include <mutex>
 
 #include <gtest/gtest.h>
 
+#include "fleet/fleet_writers.h"
 #include "gateway/chat_completions.h"
-#include "gateway/fleet_writers.h"
 #include "gateway/messages_api.h"
 
 namespace kvgate::gateway {

@@ -41,10 +41,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gateway/affinity.h"
-#include "gateway/fleet_writers.h"
+#include "fleet/affinity.h"
+#include "fleet/fleet_writers.h"
+#include "fleet/router.h"
 #include "gateway/gateway.h"
-#include "gateway/router.h"
 
 namespace kvgate::gateway {
 
