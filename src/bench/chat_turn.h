@@ -2,7 +2,7 @@
 // or not, as the body says) and read as the client reads it: the HTTP status, the failure
 // class (failure.h), the client-side times, the usage the answer reports and the assistant
 // message it carries — for a non-streamed answer choices[0].message exactly as sent, for a
-// streamed one the message rebuilt from the chunks (gateway/reply.h), which is what an SDK
+// streamed one the message rebuilt from the chunks (upstream/reply.h), which is what an SDK
 // hands an agent.
 //
 // Thread-safety: as the HttpClient (one thread per client).

@@ -5,7 +5,7 @@
 // Sessions are durable as in production: with `store` set, they are written to that SQLite
 // file every turn (the file is removed when the gateway goes away if `remove_store`). With
 // `gateway.kv` enabled the gateway keeps conversations' engine states in gateway.kv.dir
-// (kv_keeper.h; the engine must run with that folder as its --slot-save-path).
+// (kvstate/kv_keeper.h; the engine must run with that folder as its --slot-save-path).
 //
 // The engine may be replaced while the gateway runs (a crash and a restart): engine_restarted()
 // points the gateway's upstream at the new engine and tells the gateway its cache is gone, as

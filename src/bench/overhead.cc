@@ -131,7 +131,7 @@ Result<StreamRun> stream_once(HttpClient& client, const std::string& body, std::
 }
 
 // An event as the client and the engine both see it: the gateway names the model by its id
-// where the engine writes its file's path (gateway/model_id.h), so the value is left out.
+// where the engine writes its file's path (upstream/model_id.h), so the value is left out.
 std::string event_key(std::string_view raw) {
   constexpr std::string_view kModel = "\"model\":\"";
   const size_t at = raw.find(kModel);

@@ -56,7 +56,7 @@ struct ReplayOptions {
   bool plain_words = false;
   StreamMode stream = StreamMode::kForce;
   // Gateway path: with gateway.kv.disk_budget_bytes > 0 the gateway keeps conversations'
-  // engine states (kv_keeper.h) in a temporary folder, removed at the end, that its engine
+  // engine states (kvstate/kv_keeper.h) in a temporary folder, removed at the end, that its engine
   // saves slots into (--slot-save-path; gateway.kv.dir is set to it). The direct path's engine
   // never gets one.
   gateway::GatewayOptions gateway;

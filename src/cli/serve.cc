@@ -6,9 +6,9 @@
 //
 // At start it waits for the server's /health, learns from /props what the gateway needs (the
 // context per slot and the slots, mainline or ik_llama.cpp, its build and model;
-// gateway/upstream_facts.h; /v1/models' max_model_len where /props is missing, as on vLLM and
+// upstream/upstream_facts.h; /v1/models' max_model_len where /props is missing, as on vLLM and
 // SGLang) and checks /apply-template for exact token counts — without it, counts are estimates
-// learned from the server's answers (gateway/token_estimate.h) — and says what it found and
+// learned from the server's answers (upstream/token_estimate.h) — and says what it found and
 // what it could not; on llama.cpp-family servers it also asks whether the server moves cached
 // chunks after a deletion (cli/shift_probe.h), which decides the compaction layout as `up`'s
 // plan does. It then watches /health: while the server does not answer,
@@ -386,7 +386,7 @@ Result<std::unique_ptr<Member>> open_member(const UpstreamUrl& url, const Member
   return m;
 }
 
-// The fleet in front of several members (gateway/fleet.h).
+// The fleet in front of several members (fleet/fleet.h).
 std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Member>>& members,
                                            const UpConfig& cfg, gateway::Routing routing) {
   std::vector<gateway::FleetMember> fm;

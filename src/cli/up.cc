@@ -150,7 +150,7 @@ std::string plan_summary(const plan::MemoryPlan& p, const std::optional<uint64_t
   return out;
 }
 
-// Saving conversations' engine state (gateway/kv_keeper.h): on unless --kv-disk 0, the
+// Saving conversations' engine state (kvstate/kv_keeper.h): on unless --kv-disk 0, the
 // sessions are in memory only, or the planner says no (plan::choose_saved_state). The
 // identity holds what a saved state depends on: a file saved under anything else is never
 // restored.

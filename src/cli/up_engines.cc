@@ -1,5 +1,5 @@
 // kvgate up --engines N: N engines of the planned launch side by side, each under its own
-// supervisor with a gateway of its own, behind one Fleet (gateway/fleet.h) on --listen.
+// supervisor with a gateway of its own, behind one Fleet (fleet/fleet.h) on --listen.
 //
 // What one engine has, each has: its own folder under the instance directory (sessions and
 // saved engine states), its own log (engine-I.log), restarts on crash or hang. The Fleet keeps

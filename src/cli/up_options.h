@@ -115,7 +115,7 @@ struct UpConfig {
   std::optional<std::string> routing;         // with several: "affinity" (default) or "round-robin"
   std::optional<std::string> conversation_header;  // sent to the upstream with each conversation's id
   std::optional<std::string> conversation_field;   // the body field that carries it (e.g. "user")
-  // Conversations' saved engine state (gateway/kv_keeper.h): the disk it may take (unset: a
+  // Conversations' saved engine state (kvstate/kv_keeper.h): the disk it may take (unset: a
   // share of the free space; 0: off) and the growth after which a turn saves (unset: measured).
   std::optional<uint64_t> kv_disk;
   std::optional<uint64_t> kv_save_every;

@@ -74,7 +74,7 @@ void announce_ready(const engine::SupervisorStatus& st, const std::string& gatew
 fs::path log_dir_of(const UpConfig& cfg);
 
 // --engines N (N > 1): N engines of the planned launch, each supervised and with a gateway of
-// its own, behind one Fleet (gateway/fleet.h) on --listen; serves until a signal (exit 0) or
+// its own, behind one Fleet (fleet/fleet.h) on --listen; serves until a signal (exit 0) or
 // until every engine was given up (exit 1).
 int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& stop_signals);
 

@@ -1,6 +1,6 @@
 // Keys and the engine's cache, end to end: with two client keys, one key sending another's
 // prompt gets from the real engine what it would get had the other never sent it (kvgate
-// clears a slot another key's content is in, slot_tenants.h), while a key continuing its
+// clears a slot another key's content is in, kvstate/slot_tenants.h), while a key continuing its
 // own conversation keeps its cache hits. The engine is started as `kvgate up` starts it with
 // several keys (--cache-ram 0: cli/up_options.cc keep_keys_apart) and with saved states.
 #include <filesystem>

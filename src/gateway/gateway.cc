@@ -246,7 +246,7 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
     if (r.status >= 400) {
       send_error(writer, from_engine_answer(r.status, r.body));
     } else if (request.path == "/slots") {
-      // Another conversation's prompt and sampling text never pass (slot_listing.h).
+      // Another conversation's prompt and sampling text never pass (upstream/slot_listing.h).
       auto slots = json::parse(r.body, nullptr, false);
       writer.send(r.status, kJsonHeaders, util::json_text(slots_without_content(slots)));
     } else {

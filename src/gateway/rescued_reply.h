@@ -24,7 +24,7 @@ struct Rescue {
 
 // What the engine did for the attempt whose output its parser refused. That answer, and the
 // figures it carried, were lost: the prompt's figures come from the prefill progress the
-// engine streamed, or from the growth of its counters (engine_counters.h) over the attempt;
+// engine streamed, or from the growth of its counters (upstream/engine_counters.h) over the attempt;
 // the generated tokens from those counters.
 struct RefusedAttempt {
   uint64_t prompt_tokens = 0;

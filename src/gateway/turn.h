@@ -111,7 +111,7 @@ class TurnOutput {
   // finish reason corrected.
   virtual bool kvgate_chunk(const nlohmann::json& chunk) = 0;
   // What the engine is doing ("prefill 1200/5000 tokens (0 cached)"), for the keep-alives.
-  // Also called from the turn's watch thread while the engine is silent (silence_watch.h).
+  // Also called from the turn's watch thread while the engine is silent (upstream/silence_watch.h).
   virtual void progress(std::string text) = 0;
   // The end of the stream; `complete`: the engine finished its answer (chat completions
   // then sends "data: [DONE]"). Called after the session was saved, also after fail().

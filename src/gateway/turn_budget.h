@@ -1,7 +1,7 @@
 // The token arithmetic of a turn, pure: where the watermarks are, how much room the reply
 // keeps, whether the prompt must be counted exactly, and what a compaction aims at.
 //
-// Counting a prompt exactly (the engine's template and tokenizer, tokens.h) costs engine
+// Counting a prompt exactly (the engine's template and tokenizer, upstream/tokens.h) costs engine
 // calls, so it is done only where it decides something: near the high watermark. When the
 // view extends the previous turn's view, an upper bound decides whether it is near: the
 // engine's own count of the previous prompt (which covers its reply too, since the reply is

@@ -20,10 +20,10 @@ ApiStatus Turn::budget() {
   g_.mark_template_kwargs(req_.body);
   view_ = g_.upstream_view(build_view(conv_), req_.body);
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
-  // its saved state, when it matches, is restored before anything is sent (kv_keeper.h).
+  // its saved state, when it matches, is restored before anything is sent (kvstate/kv_keeper.h).
   generation_ = g_.engine_generation_.load();
   if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
-  // With several keys, nothing another key left in the slot may be reused (slot_tenants.h):
+  // With several keys, nothing another key left in the slot may be reused (kvstate/slot_tenants.h):
   // the slot holds this key's own restored state, or is cleared.
   if (!g_.keep_slot_private(slot_, session_->scope, kv_.confirmed)) req_.body["cache_prompt"] = false;
   context_ = g_.context_tokens();

@@ -32,7 +32,7 @@ bool worth_a_restart(const SendOutcome& out) { return out.upstream_failure && lo
 
 }  // namespace
 
-// The outcome's flags from an engine's error answer (engine_errors.h).
+// The outcome's flags from an engine's error answer (upstream/engine_errors.h).
 EngineErrorInfo note_engine_error(SendOutcome& out, int status, std::string_view error) {
   EngineErrorInfo e = classify_engine_error(status, error);
   out.overflow = e.kind == EngineErrorKind::kPromptTooLong;

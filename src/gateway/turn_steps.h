@@ -61,7 +61,7 @@ struct SendOutcome {
   bool relayed = false;           // some of the engine's answer reached the client
 };
 
-// The outcome's flags from an engine's error answer (engine_errors.h), and what it means.
+// The outcome's flags from an engine's error answer (upstream/engine_errors.h), and what it means.
 EngineErrorInfo note_engine_error(SendOutcome& out, int status, std::string_view error);
 
 class Turn {

@@ -6,7 +6,7 @@
 //   - with tools declared, everything from the first tool-call delta on, held back until the
 //     end: if the engine then rejects its output, the rescued calls replace it and the client
 //     never sees a half-parsed call;
-//   - a finish chunk whose reason ik gets wrong, held until the usage says (finish_reason.h).
+//   - a finish chunk whose reason ik gets wrong, held until the usage says (upstream/finish_reason.h).
 // An output the engine's parser rejected is rescued (turn_rescue.cc) and ends the stream as
 // kvgate's own chunks; a reply that filled the context ends as "length".
 #include <fmt/format.h>
@@ -83,7 +83,7 @@ struct Turn::StreamState {
 SendOutcome Turn::attempt_stream() {
   SendOutcome out;
   StreamState s(out, plan::says_stop_at_max_tokens(options_.engine_fork), req_.body, model_name());
-  // The engine's silence is judged by its slot's progress (silence_watch.h): a silent engine
+  // The engine's silence is judged by its slot's progress (upstream/silence_watch.h): a silent engine
   // that is working is waited for, up to kWorkingSilence times the time-out.
   constexpr int kWorkingSilence = 12;
   const std::chrono::milliseconds timeout = g_.upstream_timeout(prompt_estimate(), false);

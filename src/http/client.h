@@ -1,5 +1,5 @@
 // Outgoing HTTP requests: the one way kvgate makes a cpp-httplib client, for the gateway's
-// upstream calls to the engine (gateway/upstream.h), the supervisor's probes
+// upstream calls to the engine (upstream/upstream.h), the supervisor's probes
 // (engine/health_probe.h) and the benchmarks' client (bench/http_client.h).
 //
 // Every client is made with explicit time-outs (httplib's defaults wait minutes for a

@@ -75,7 +75,7 @@ class ResponseWriter {
   // Non-blocking check: has the client closed its side or reset the connection?
   virtual bool client_gone();
   virtual bool answered() const { return state_ != State::kIdle; }
-  // A stream that another handler may finish (the Fleet's writer, gateway/fleet_writers.h):
+  // A stream that another handler may finish (the Fleet's writer, fleet/fleet_writers.h):
   // continues_stream() — another handler began this request's stream, so its head and opening
   // events are out already; hand_on() — before any of the answer proper went out, give the
   // request to the next handler instead of ending the stream with `error_events` (kept, and
