@@ -48,6 +48,7 @@ TEST(IsolationTurnPropertyTest, CollidingConversationsNeverMixThroughTheTurn) {
   }
   EXPECT_GT(compacted, 50u);  // the compacting cases compact
   RecordProperty("requests", requests);
+  RecordProperty("continuations", static_cast<int>(continuations));
   RecordProperty("compactions", static_cast<int>(compacted));
 }
 
