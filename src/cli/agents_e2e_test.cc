@@ -24,12 +24,12 @@
 #include <httplib.h>
 #include <unistd.h>
 
-#include "gateway/engine_counters.h"
 #include "testing/engine_e2e.h"
 #include "testing/engines_under_test.h"
 #include "testing/gateway_e2e.h"
 #include "testing/paths.h"
 #include "testing/up_test_support.h"
+#include "upstream/engine_counters.h"
 #include "util/net.h"
 #include "util/subprocess.h"
 
