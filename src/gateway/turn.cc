@@ -1,5 +1,5 @@
 // A chat turn's order (Turn::run) and its steps up to the engine: prepare, recognise,
-// reconcile, bind.
+// reconcile, bind, restore.
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -50,6 +50,7 @@ void Turn::run() {
   }
   reconcile();
   if (auto bound = bind(); !bound.ok()) return out_.fail(bound.error());
+  restore();
   ApiStatus result = budget();
   if (result.ok() && managed_.paused) {
     answer_compaction();
@@ -106,6 +107,18 @@ ApiStatus Turn::recognise() {
   ticket_ = std::move(ticket).value();
   turn_lock_ = std::unique_lock(session_->turn);  // one request at a time per conversation
   return {};
+}
+
+void Turn::restore() {
+  g_.mark_template_kwargs(req_.body);
+  view_ = g_.upstream_view(build_view(conv_), req_.body);
+  // A slot that does not hold this conversation (given to it anew, or the engine restarted):
+  // its saved state, when it matches, is restored before anything is sent (kvstate/kv_keeper.h).
+  generation_ = g_.engine_generation_.load();
+  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
+  // With several keys, nothing another key left in the slot may be reused (kvstate/slot_tenants.h):
+  // the slot holds this key's own restored state, or is cleared.
+  if (!g_.keep_slot_private(slot_, session_->scope, kv_.confirmed)) req_.body["cache_prompt"] = false;
 }
 
 void Turn::reconcile() {

@@ -15,14 +15,16 @@
 //   3. reconcile   turn.cc          session::take_in (intake.h, pure): the request brought into the
 //                                   session's conversation under the isolation invariant
 //   4. bind        turn.cc          slot, seed, stream options; the engine available
-//   5. budget      turn_count.cc    watermarks and the bound on an extended prompt (turn_budget.h,
+//   5. restore     turn.cc          the view; the slot given this conversation's saved state when it
+//                                   matches (kvstate/kv_keeper.h), and only this key's content
+//   6. budget      turn_count.cc    watermarks and the bound on an extended prompt (turn_budget.h,
 //                                   pure), the exact count, compaction past the high watermark
 //                                   (Gateway::compact_conversation, shared with manual compaction)
-//   6. send        turn_send.cc     attempts with retries: a restarted engine, a reply that filled
+//   7. send        turn_send.cc     attempts with retries: a restarted engine, a reply that filled
 //                                   the context, a refused template, an overflow (compact harder);
 //                                   turn_stream.cc relays a stream, turn_rescue.cc rescues output
 //                                   the engine could not parse
-//   7. commit      turn_commit.cc   accounting, the prefix-break cause (turn_accounting.h, pure),
+//   8. commit      turn_commit.cc   accounting, the prefix-break cause (turn_accounting.h, pure),
 //                                   session update, persist, the end of the answer, saved engine
 //                                   state, the request log
 //

@@ -1,5 +1,4 @@
-// A chat turn's budget (Turn::budget): the slot made to hold only this key's content, the
-// upstream view, its prompt tokens — counted
+// A chat turn's budget (Turn::budget): the upstream view's prompt tokens — counted
 // exactly with the engine's template and tokenizer only near the high watermark, bounded
 // otherwise (turn_budget.h) — and a compaction when the prompt and the reply's room would
 // pass the high watermark.
@@ -17,15 +16,6 @@ using session::build_view;
 using nlohmann::json;
 
 ApiStatus Turn::budget() {
-  g_.mark_template_kwargs(req_.body);
-  view_ = g_.upstream_view(build_view(conv_), req_.body);
-  // A slot that does not hold this conversation (given to it anew, or the engine restarted):
-  // its saved state, when it matches, is restored before anything is sent (kvstate/kv_keeper.h).
-  generation_ = g_.engine_generation_.load();
-  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
-  // With several keys, nothing another key left in the slot may be reused (kvstate/slot_tenants.h):
-  // the slot holds this key's own restored state, or is cleared.
-  if (!g_.keep_slot_private(slot_, session_->scope, kv_.confirmed)) req_.body["cache_prompt"] = false;
   context_ = g_.context_tokens();
   marks_ = watermarks(context_, options_.high_watermark_tokens, options_.high_watermark_fraction,
                       options_.low_watermark_fraction);

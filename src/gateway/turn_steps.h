@@ -88,7 +88,10 @@ class Turn {
   void reconcile();
   // 4. turn.cc: slot, seed and stream options in the body; the engine available.
   ApiStatus bind();
-  // 5. turn_count.cc: the view, its token count or bound, compaction past the watermark.
+  // 5. turn.cc: the view; the slot made to hold this conversation's saved state when it
+  //    matches, and only this key's content.
+  void restore();
+  // 6. turn_count.cc: the view's token count or bound, compaction past the watermark.
   ApiStatus budget();
   ApiStatus compact_to(uint64_t target, const char* trigger);
   void recount();  // the view counted again (after a compaction, or when it was only bounded)
@@ -98,7 +101,7 @@ class Turn {
   ApiStatus compact_for_client(const wire::CompactEdit& edit);
   void answer_compaction();  // a paused compaction's answer: the summary alone
   uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
-  // 6. turn_send.cc: attempts until one is final.
+  // 7. turn_send.cc: attempts until one is final.
   ApiStatus send();
   bool retry_on_restarted_engine(const EngineEndpoint& before);
   bool retry_with_reply_cap();
@@ -127,7 +130,7 @@ class Turn {
   std::optional<EngineCounters> read_engine_counters(bool after_attempt);
   RefusedAttempt refused_attempt(const ReplyAccumulator& refused, const std::optional<EngineCounters>& growth,
                                  uint64_t replayed_prompt) const;
-  // 7. turn_commit.cc
+  // 8. turn_commit.cc
   void commit(const ApiStatus& result);
   void account(const ApiStatus& result);
   void note_break();
@@ -169,7 +172,7 @@ class Turn {
   int slot_ = 0;
   std::optional<ConversationTag> tag_;  // from bind(): the engine requests carry the session's id
   bool reassigned_ = false;
-  // 5.
+  // 5. (view_, generation_, kv_) and 6.
   nlohmann::json view_;
   uint64_t generation_ = 0;
   KvKeeper::Prepared kv_;
@@ -181,7 +184,7 @@ class Turn {
   std::string rendered_;
   std::vector<nlohmann::json> compactions_;
   ContextReport managed_;  // what manage_context() did
-  // 6.
+  // 7.
   CancelScope cancel_;
   bool stream_opened_ = false;
   bool stream_ended_ = false;
@@ -195,7 +198,7 @@ class Turn {
   FatalRequests::InFlight in_flight_;  // held while send() works with the engine
   bool template_retried_ = false;
   bool filled_retried_ = false;
-  // 7.
+  // 8.
   size_t view_messages_ = 0;
   size_t diverged_at_ = 0;
   int64_t accounting_diff_ = 0;

@@ -72,7 +72,7 @@ ApiResult<uint64_t> Gateway::count_prompt(json body, std::string_view tools_text
   json& chat = prepared.request.body;
   stabilise(chat, options_.thinking, options_.stabiliser);
   KV_TRY(wait_for_engine([&writer] { return writer.client_gone(); }));
-  // Counted as a turn sends it (Turn::budget).
+  // Counted as a turn sends it (Turn::restore, Turn::budget).
   mark_template_kwargs(chat);
   chat["messages"] = upstream_view(std::move(chat["messages"]), chat);
   const std::string tools = tools_as_written(tools_text, chat);
