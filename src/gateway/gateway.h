@@ -322,6 +322,9 @@ class Gateway {
   };
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
                                                  const nlohmann::json& body, const CompactionCall& call);
+  // A compaction's event ({"level", "trigger", …}) stamped with its time, logged with the
+  // session's id and counted (compactions_total{level,trigger}); returned as sessions list it.
+  nlohmann::json record_compaction(const Session& session, nlohmann::json event);
   // Context size per slot (from options or the engine's /props), 0 if unknown.
   uint64_t context_tokens();
   // The messages sent upstream for `view` in a request with `body` (its thinking decided).

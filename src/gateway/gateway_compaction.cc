@@ -28,9 +28,7 @@ constexpr int kSummarySeed = 20251205;
 
 // A compaction as sessions list it and the store keeps it.
 json compaction_event(const CompactionResult& r, const char* trigger, double ms, const json& summary_stats) {
-  json ev = {{"ts", std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch()).count()},
-             {"level", r.level},
+  json ev = {{"level", r.level},
              {"trigger", trigger},
              {"tokens_before", r.tokens_before},
              {"tokens_after", r.tokens_after},
@@ -73,12 +71,19 @@ ApiResult<json> Gateway::compact_conversation(Session& session, Conversation& co
   auto r = compact(conv, call.target, call.first_new, count_view, count_text, summarize, options);
   if (!r) return context_length_exceeded(r.error().message());
   conv = std::move(r->conversation);
-  json ev = compaction_event(*r, call.trigger, util::ms_since(t0), summary_stats);
-  json logged = ev;
+  return record_compaction(session, compaction_event(*r, call.trigger, util::ms_since(t0), summary_stats));
+}
+
+json Gateway::record_compaction(const Session& session, json event) {
+  event["ts"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  json logged = event;
   logged["session"] = session.id;
   util::log_event(util::LogLevel::kInfo, "compaction", std::move(logged));
-  metrics_.add(fmt::format("compactions_total{{level=\"{}\",trigger=\"{}\"}}", r->level, call.trigger));
-  return ev;
+  metrics_.add(fmt::format("compactions_total{{level=\"{}\",trigger=\"{}\"}}", event.value("level", ""),
+                           event.value("trigger", "")));
+  return event;
 }
 
 Result<std::string> Gateway::engine_summary(Session& session, const json& request_body,

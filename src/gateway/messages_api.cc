@@ -33,18 +33,16 @@ wire::ClientJson compaction_block(const std::string& summary) {
 // answer's, which stay the message's usage.
 void add_compaction_iteration(wire::ClientJson& usage, const json& summary) {
   if (!summary.contains("prompt_tokens")) return;
-  const uint64_t prompt = summary.value("prompt_tokens", uint64_t{0});
-  const uint64_t cached = std::min(summary.value("cached_tokens", uint64_t{0}), prompt);
+  const int64_t prompt = summary.value("prompt_tokens", int64_t{0});
+  wire::ClientJson compaction =
+      wire::anthropic_usage({.prompt_tokens = prompt,
+                             .cached_tokens = std::min(summary.value("cached_tokens", int64_t{0}), prompt),
+                             .completion_tokens = summary.value("generated_tokens", int64_t{0})});
+  compaction["type"] = "compaction";
   wire::ClientJson message = usage;
   message.erase("iterations");
   message["type"] = "message";
-  usage["iterations"] =
-      wire::ClientJson::array({{{"type", "compaction"},
-                                {"input_tokens", prompt - cached},
-                                {"cache_creation_input_tokens", 0},
-                                {"cache_read_input_tokens", cached},
-                                {"output_tokens", summary.value("generated_tokens", uint64_t{0})}},
-                               std::move(message)});
+  usage["iterations"] = wire::ClientJson::array({std::move(compaction), std::move(message)});
 }
 
 }  // namespace

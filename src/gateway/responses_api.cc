@@ -37,6 +37,10 @@ TurnInput ResponsesAdapter::input(const HttpRequest& request, std::string scope)
   return in;
 }
 
+wire::ClientJson ResponsesAdapter::compaction_item() const {
+  return wire::compaction_item(id_, wire::compaction_token(*context_->summary));
+}
+
 void ResponsesAdapter::answer(const json& response, std::string_view) {
   wire::ClientJson answer = wire::chat_to_response(response, conversion_, id_, created_at_);
   const bool summarised = context_ && context_->summary;
@@ -48,19 +52,16 @@ void ResponsesAdapter::answer(const json& response, std::string_view) {
                    .message = "the conversation could not be compacted: the engine could not count it",
                    .code = std::string("compaction_unavailable")});
     }
-    wire::ClientJson compacted = {
-        {"id", id_},
-        {"object", "response.compaction"},
-        {"created_at", created_at_},
-        {"output",
-         wire::ClientJson::array({wire::compaction_item(id_, wire::compaction_token(*context_->summary))})},
-        {"usage", answer["usage"]}};
+    wire::ClientJson compacted = {{"id", id_},
+                                  {"object", "response.compaction"},
+                                  {"created_at", created_at_},
+                                  {"output", wire::ClientJson::array({compaction_item()})},
+                                  {"usage", answer["usage"]}};
     writer_.send(200, {{"Content-Type", "application/json"}}, util::json_text(compacted));
     return;
   }
   if (summarised) {
-    answer["output"].insert(answer["output"].begin(),
-                            wire::compaction_item(id_, wire::compaction_token(*context_->summary)));
+    answer["output"].insert(answer["output"].begin(), compaction_item());
   }
   if (keep_) keep_(answer);
   writer_.send(200, {{"Content-Type", "application/json"}}, util::json_text(answer));

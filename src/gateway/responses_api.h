@@ -48,6 +48,8 @@ class ResponsesAdapter final : public EventOutput {
   const wire::ResponsesConversion& conversion() const { return conversion_; }
 
  private:
+  // The output item of the turn's compaction (REQUIRES: context_ holds a summary).
+  wire::ClientJson compaction_item() const;
   std::vector<std::string> start_events() override;
   std::vector<std::string> chunk_events(const nlohmann::json& chunk) override;
   std::vector<std::string> finish_events() override;

@@ -8,15 +8,12 @@
 //     message, summary_message()), which is what the client's next request carries back in
 //     place of everything before its compaction block or item, so that request extends the
 //     prompt the engine computed for this answer.
-#include <chrono>
-
-#include <fmt/format.h>
-
 #include "gateway/context_summary.h"
 #include "gateway/rescued_reply.h"
 #include "gateway/turn_steps.h"
 #include "session/tool_clearing.h"
 #include "util/log.h"
+#include "util/time.h"
 
 namespace kvgate::gateway {
 
@@ -61,12 +58,11 @@ void Turn::clear_tool_uses(const wire::ClearToolUses& spec) {
                                     {"cleared_input_tokens", freed}});
   cause_ = BreakCause::kCompaction;
   cause_detail_ = "clear_tool_uses";
-  compactions_.push_back({{"level", "clear_tool_uses"},
-                          {"trigger", "client"},
-                          {"tokens_before", before},
-                          {"tokens_after", counted_},
-                          {"truncated_messages", cleared->cleared}});
-  g_.metrics_.add("compactions_total{level=\"clear_tool_uses\",trigger=\"client\"}");
+  compactions_.push_back(g_.record_compaction(*session_, {{"level", "clear_tool_uses"},
+                                                          {"trigger", "client"},
+                                                          {"tokens_before", before},
+                                                          {"tokens_after", counted_},
+                                                          {"truncated_messages", cleared->cleared}}));
 }
 
 ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
@@ -107,11 +103,7 @@ ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
   json event = {{"level", "client"},        {"trigger", "client"},      {"tokens_before", before},
                 {"tokens_after", counted_}, {"summary_source", source}, {"summary_request", stats}};
   if (!written.ok()) event["summary_error"] = written.error().message();
-  json logged = event;
-  logged["session"] = session_->id;
-  util::log_event(util::LogLevel::kInfo, "compaction", std::move(logged));
-  compactions_.push_back(std::move(event));
-  g_.metrics_.add("compactions_total{level=\"client\",trigger=\"client\"}");
+  compactions_.push_back(g_.record_compaction(*session_, std::move(event)));
   return {};
 }
 
@@ -126,9 +118,7 @@ void Turn::answer_compaction() {
   r.usage.prefilled_tokens = r.usage.prompt_tokens - std::min(r.usage.cached_tokens, r.usage.prompt_tokens);
   r.usage.completion_tokens = s.value("generated_tokens", uint64_t{0});
   r.usage.known = s.contains("prompt_tokens");
-  const int64_t created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  const int64_t created = util::unix_seconds_now();
   json response = rescued_response(r, model_name(), created);
   response.erase("kvgate");
   sent_ = SendOutcome();
