@@ -15,15 +15,12 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-constexpr std::array<std::string_view, 7> kAgents = {"claude",   "cn", "codex", "kilo",
-                                                     "opencode", "pi", "qwen"};
-
 // A TOML basic string for Codex's -c overrides.
 std::string toml_string(std::string_view s) { return util::json_text(nlohmann::json(std::string(s))); }
 
 constexpr uint64_t kClaudeMinCompactWindow = 100000;
 
-AgentLaunch claude(const ServerFacts& s) {
+AgentLaunch claude(const ServerFacts& s, const std::string& /*cache_dir*/) {
   AgentLaunch l{.program = "claude", .package = "@anthropic-ai/claude-code"};
   l.env = {{"ANTHROPIC_BASE_URL", s.url},
            {"ANTHROPIC_API_KEY", s.key},
@@ -48,7 +45,7 @@ AgentLaunch claude(const ServerFacts& s) {
   return l;
 }
 
-AgentLaunch codex(const ServerFacts& s) {
+AgentLaunch codex(const ServerFacts& s, const std::string& /*cache_dir*/) {
   AgentLaunch l{.program = "codex", .package = "@openai/codex"};
   l.env = {{"KVGATE_API_KEY", s.key}};
   const std::string provider =
@@ -84,7 +81,7 @@ nlohmann::json opencode_config(const ServerFacts& s) {
           {"share", "disabled"}};
 }
 
-AgentLaunch opencode(const ServerFacts& s) {
+AgentLaunch opencode(const ServerFacts& s, const std::string& /*cache_dir*/) {
   AgentLaunch l{.program = "opencode", .package = "opencode-ai"};
   l.env = {{"KVGATE_API_KEY", s.key}, {"OPENCODE_CONFIG_CONTENT", util::json_text(opencode_config(s))}};
   l.defaults = {{"OPENCODE_DISABLE_AUTOUPDATE", "1"},
@@ -93,7 +90,7 @@ AgentLaunch opencode(const ServerFacts& s) {
   return l;
 }
 
-AgentLaunch kilo(const ServerFacts& s) {
+AgentLaunch kilo(const ServerFacts& s, const std::string& /*cache_dir*/) {
   AgentLaunch l{.program = "kilo", .package = "@kilocode/cli"};
   l.env = {{"KVGATE_API_KEY", s.key}, {"KILO_CONFIG_CONTENT", util::json_text(opencode_config(s))}};
   // Its telemetry, update check, model catalogue, sharing, conversation upload and presence calls.
@@ -196,32 +193,41 @@ AgentLaunch cn(const ServerFacts& s, const std::string& cache_dir) {
   return l;
 }
 
+// The agents by the name kvgate run takes, in that order; each launch is given kvgate's folder
+// for the files it writes.
+struct Agent {
+  std::string_view name;
+  AgentLaunch (*launch)(const ServerFacts&, const std::string&);
+};
+constexpr std::array<Agent, 7> kAgents = {{{"claude", claude},
+                                           {"cn", cn},
+                                           {"codex", codex},
+                                           {"kilo", kilo},
+                                           {"opencode", opencode},
+                                           {"pi", pi},
+                                           {"qwen", qwen}}};
+
+// The names alone, for agent_names() and the error that lists them.
+constexpr auto kAgentNames = [] {
+  std::array<std::string_view, kAgents.size()> names{};
+  for (size_t i = 0; i < kAgents.size(); ++i) names[i] = kAgents[i].name;
+  return names;
+}();
+
 }  // namespace
 
-std::span<const std::string_view> agent_names() { return kAgents; }
+std::span<const std::string_view> agent_names() { return kAgentNames; }
 
 uint64_t agent_output_cap(uint64_t context) { return std::min<uint64_t>(context / 4, 16384); }
 
 Result<AgentLaunch> agent_launch(std::string_view agent, const ServerFacts& server,
                                  const std::string& cache_dir, std::vector<std::string> user_args) {
-  AgentLaunch l;
-  if (agent == "claude") {
-    l = claude(server);
-  } else if (agent == "codex") {
-    l = codex(server);
-  } else if (agent == "opencode") {
-    l = opencode(server);
-  } else if (agent == "qwen") {
-    l = qwen(server, cache_dir);
-  } else if (agent == "kilo") {
-    l = kilo(server);
-  } else if (agent == "pi") {
-    l = pi(server, cache_dir);
-  } else if (agent == "cn") {
-    l = cn(server, cache_dir);
-  } else {
-    return Error(fmt::format("unknown agent '{}': kvgate run knows {}", agent, fmt::join(kAgents, ", ")));
+  const auto known =
+      std::find_if(kAgents.begin(), kAgents.end(), [&](const Agent& a) { return a.name == agent; });
+  if (known == kAgents.end()) {
+    return Error(fmt::format("unknown agent '{}': kvgate run knows {}", agent, fmt::join(kAgentNames, ", ")));
   }
+  AgentLaunch l = known->launch(server, cache_dir);
   l.args.insert(l.args.end(), std::make_move_iterator(user_args.begin()),
                 std::make_move_iterator(user_args.end()));
   return l;
