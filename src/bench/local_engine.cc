@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/pinned.h"
+#include "util/signals.h"
 
 namespace kvgate::bench {
 

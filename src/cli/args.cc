@@ -23,14 +23,4 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
-sigset_t block_stop_signals() {
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  return stop_signals;
-}
-
 }  // namespace kvgate::cli

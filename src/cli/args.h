@@ -5,17 +5,10 @@
 
 #include <optional>
 
-#include <signal.h>
-
 #include <CLI/CLI.hpp>
 
 namespace kvgate::cli {
 
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
-
-// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and returns them, for a command that
-// waits for them (sigwaitinfo/sigtimedwait). Call before any thread exists, so every thread
-// inherits the mask (children get a clean mask from util::Subprocess).
-sigset_t block_stop_signals();
 
 }  // namespace kvgate::cli

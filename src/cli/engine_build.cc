@@ -22,13 +22,15 @@
 
 #include <fmt/format.h>
 #include <sched.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#ifndef _WIN32
+#include <sched.h>
+#endif
 
 #include "cli/args.h"
 #include "cli/command.h"
 #include "device/facts.h"
 #include "engine/running_instance.h"
+#include "util/calendar.h"
 #include "util/json.h"
 #include "util/subprocess.h"
 #include "util/units.h"
@@ -110,9 +112,11 @@ unsigned device_cores(const std::string& device_root) {
       if (unsigned n = count_cpu_list(line); n > 0) return n;
     }
   }
+#ifndef _WIN32  // the cores this process may use (a container or taskset may give fewer)
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+#endif
   return std::max(1U, std::thread::hardware_concurrency());
 }
 
@@ -207,7 +211,7 @@ std::string device_line(const device::Facts& d, unsigned cores) {
 
 void print_plan(std::FILE* out, const engine::SourceTree& tree, const device::Facts& device,
                 const engine::Toolchain& tools, const engine::BuildPlan& plan) {
-  std::fprintf(out, "# kvgate engine build: %s\n", tree.dir.c_str());
+  std::fprintf(out, "# kvgate engine build: %s\n", tree.dir.string().c_str());
   std::fprintf(out, "# device: %s\n", device_line(device, tools.cores).c_str());
   for (const auto& r : plan.reasons) std::fprintf(out, "# %s\n", r.c_str());
   for (const auto& w : plan.warnings) std::fprintf(out, "# warning: %s\n", w.c_str());
@@ -251,8 +255,7 @@ Status run_step(const std::vector<std::string>& argv, const fs::path& log, std::
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
+  const std::tm tm = util::utc_calendar(t);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
@@ -340,7 +343,8 @@ int build(const Options& o) {
   if (o.dry_run) {
     print_plan(stdout, *tree, *device, tools, *plan);
     if (stop) {
-      for (const auto& r : running) std::printf("# --stop-running would first stop: kill -TERM %d\n", r.pid);
+      for (const auto& r : running)
+        std::printf("# --stop-running would first stop: kill -TERM %d\n", static_cast<int>(r.pid));
     }
     return kExitOk;
   }
@@ -355,7 +359,7 @@ int build(const Options& o) {
   print_plan(stderr, *tree, *device, tools, *plan);
   auto binary = build_and_record(*tree, *device, *plan, fs::absolute(o.out));
   if (!binary) return fail(binary.error().message());
-  std::printf("%s\n", binary->c_str());
+  std::printf("%s\n", binary->string().c_str());
   return kExitOk;
 }
 

@@ -2,9 +2,12 @@
 // This file only dispatches to the command table (command.cc).
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/command.h"
+#include "util/console.h"
 
 namespace {
 
@@ -18,8 +21,15 @@ void print_usage(std::FILE* out) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int raw_argc, char** raw_argv) {
   using namespace kvgate::cli;
+  // UTF-8 arguments and console text on every platform (util/console.h).
+  std::vector<std::string> args = kvgate::util::init_console(raw_argc, raw_argv);
+  std::vector<char*> arg_pointers;
+  for (auto& a : args) arg_pointers.push_back(a.data());
+  arg_pointers.push_back(nullptr);
+  const int argc = static_cast<int>(args.size());
+  char** argv = arg_pointers.data();
   if (argc < 2) {
     print_usage(stderr);
     return kExitUsage;

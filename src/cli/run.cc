@@ -19,7 +19,6 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "cli/agent_launch.h"
 #include "cli/args.h"
@@ -159,15 +158,11 @@ int run_run(int argc, char** argv) {
     std::fprintf(stderr, "kvgate run: %s\n", written.error().message().c_str());
     return kExitFailure;
   }
-  for (const auto& [name, value] : launch->env) ::setenv(name.c_str(), value.c_str(), 1);
-  for (const auto& [name, value] : launch->defaults) ::setenv(name.c_str(), value.c_str(), 0);
-  std::vector<char*> exec_argv;
-  exec_argv.push_back(const_cast<char*>(program->c_str()));
-  for (auto& arg : launch->args) exec_argv.push_back(arg.data());
-  exec_argv.push_back(nullptr);
+  for (const auto& [name, value] : launch->env) util::set_env(name, value, true);
+  for (const auto& [name, value] : launch->defaults) util::set_env(name, value, false);
   std::fflush(stdout);
-  ::execv(program->c_str(), exec_argv.data());
-  std::fprintf(stderr, "kvgate run: cannot start %s: %s\n", program->c_str(), std::strerror(errno));
+  const Error failed = util::exec_program(*program, launch->args);
+  std::fprintf(stderr, "kvgate run: %s\n", failed.message().c_str());
   return kExitFailure;
 }
 

@@ -27,7 +27,6 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include "bench/prefill.h"
@@ -45,6 +44,7 @@
 #include "util/json.h"
 #include "util/net.h"
 #include "util/private_files.h"
+#include "util/stop_signals.h"
 
 namespace kvgate::cli {
 namespace {
@@ -408,7 +408,7 @@ std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Mem
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-  const sigset_t stop_signals = block_stop_signals();  // collected with sigwaitinfo below
+  const util::StopSignals stop_signals = util::StopSignals::install();  // waited for below
 
   CLI::App app{"Serve the gateway in front of llama-servers kvgate did not start.", "kvgate serve"};
   UpOptions options;
@@ -502,11 +502,9 @@ int run_serve(int argc, char** argv) {
           ? fmt::format(" at {} tokens", *go.high_watermark_tokens)
           : std::string()));
   std::fflush(stderr);
-  siginfo_t info{};
   for (;;) {
-    const int sig = ::sigwaitinfo(&stop_signals, &info);
-    if (sig > 0) {
-      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+    if (const auto why = stop_signals.wait(std::chrono::seconds(1))) {
+      say(fmt::format("{} received: stopping", *why));
       break;
     }
   }

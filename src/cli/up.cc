@@ -49,6 +49,7 @@
 #include "plan/launch_args.h"
 #include "plan/memory_model.h"
 #include "plan/model_desc.h"
+#include "util/calendar.h"
 #include "util/net.h"
 #include "util/private_files.h"
 #include "util/units.h"
@@ -66,8 +67,7 @@ void say(const std::string& line) { std::fprintf(stderr, "kvgate up: %s\n", line
 
 std::string clock_time() {
   const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
+  const std::tm tm = util::local_calendar(t);
   char buf[16];
   std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
   return buf;
@@ -406,15 +406,12 @@ void announce_ready(const engine::SupervisorStatus& st, const std::string& gatew
 }
 
 // 5. Serves until a signal (exit 0) or until the supervisor gives up (exit 1).
-int serve_until_stopped(const sigset_t& stop_signals, engine::Supervisor& supervisor,
+int serve_until_stopped(const util::StopSignals& stop_signals, engine::Supervisor& supervisor,
                         const fs::path& log_file, const std::string& gateway_line) {
   bool announced = false;
   for (;;) {
-    siginfo_t info{};
-    const timespec tick{0, 200 * 1000 * 1000};
-    const int sig = ::sigtimedwait(&stop_signals, &info, &tick);
-    if (sig > 0) {
-      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+    if (const auto why = stop_signals.wait(std::chrono::milliseconds(200))) {
+      say(fmt::format("{} received: stopping", *why));
       return kExitOk;
     }
     const auto st = supervisor.status();
@@ -450,8 +447,8 @@ fs::path log_dir_of(const UpConfig& cfg) {
 
 int run_up(int argc, char** argv) {
   using namespace up;  // NOLINT(google-build-using-namespace): this command's own steps
-  // SIGINT/SIGTERM are collected with sigtimedwait in serve_until_stopped.
-  const sigset_t stop_signals = block_stop_signals();
+  // SIGINT/SIGTERM (Windows: Ctrl-C, a stop request) are collected in serve_until_stopped.
+  const util::StopSignals stop_signals = util::StopSignals::install();
 
   CLI::App app{"Plan, launch and verify the engine, then serve it on --listen and keep it healthy.",
                "kvgate up"};

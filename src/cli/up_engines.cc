@@ -112,14 +112,12 @@ std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Uni
 
 // Until a signal (exit 0) or until every engine was given up (exit 1). Each tick tells the
 // Fleet which engines serve: one that does not is out of the routing at once.
-int watch_engines(const sigset_t& stop_signals, std::vector<std::unique_ptr<Unit>>& units,
+int watch_engines(const util::StopSignals& stop_signals, std::vector<std::unique_ptr<Unit>>& units,
                   gateway::Fleet& fleet, const std::string& gateway_line, const fs::path& log_dir) {
   bool first_ready = true;
   for (;;) {
-    siginfo_t info{};
-    const timespec tick{0, 200 * 1000 * 1000};
-    if (const int sig = ::sigtimedwait(&stop_signals, &info, &tick); sig > 0) {
-      say(fmt::format("{} received: stopping", ::strsignal(sig)));
+    if (const auto why = stop_signals.wait(std::chrono::milliseconds(200))) {
+      say(fmt::format("{} received: stopping", *why));
       return kExitOk;
     }
     size_t given_up = 0;
@@ -154,7 +152,7 @@ int watch_engines(const sigset_t& stop_signals, std::vector<std::unique_ptr<Unit
 
 }  // namespace
 
-int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& stop_signals) {
+int serve_engines(const UpConfig& cfg, const Prepared& base, const util::StopSignals& stop_signals) {
   const size_t n = cfg.engines;
   // The reserve (OS, driver) is kept once, whatever runs beside it.
   const uint64_t reserve = std::min(base.start.memory.reserve, base.start.memory.total());

@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <signal.h>
-
 #include "cli/up_options.h"
 #include "engine/instance_lock.h"
 #include "engine/rotating_log.h"
@@ -20,6 +18,7 @@
 #include "engine/supervisor.h"
 #include "gateway/gateway.h"
 #include "plan/server_caps.h"
+#include "util/stop_signals.h"
 
 namespace kvgate::cli::up {
 
@@ -76,6 +75,6 @@ fs::path log_dir_of(const UpConfig& cfg);
 // --engines N (N > 1): N engines of the planned launch, each supervised and with a gateway of
 // its own, behind one Fleet (fleet/fleet.h) on --listen; serves until a signal (exit 0) or
 // until every engine was given up (exit 1).
-int serve_engines(const UpConfig& cfg, const Prepared& base, const sigset_t& stop_signals);
+int serve_engines(const UpConfig& cfg, const Prepared& base, const util::StopSignals& stop_signals);
 
 }  // namespace kvgate::cli::up

@@ -1,8 +1,8 @@
 #include "device/facts.h"
 
 #include <fmt/format.h>
-#include <sys/utsname.h>
 
+#include "device/host.h"
 #include "device/jetson.h"
 #include "device/tree.h"
 #include "util/units.h"
@@ -24,6 +24,12 @@ std::optional<uint64_t> meminfo_field(std::string_view meminfo, std::string_view
 }
 
 void read_memory(const Tree& tree, Facts& f) {
+  std::error_code ec;
+  if (const auto host = host_memory(); host && std::filesystem::equivalent(tree.root(), "/", ec)) {
+    f.mem_total = host->total;
+    f.mem_available = host->available;
+    return;
+  }
   auto meminfo = tree.text("proc/meminfo");
   auto total = meminfo ? meminfo_field(*meminfo, "MemTotal") : std::nullopt;
   auto available = meminfo ? meminfo_field(*meminfo, "MemAvailable") : std::nullopt;
@@ -39,8 +45,7 @@ std::string read_arch(const Tree& tree) {
   if (auto arch = tree.line("proc/sys/kernel/arch"); arch && !arch->empty()) return *arch;
   std::error_code ec;
   if (std::filesystem::equivalent(tree.root(), "/", ec)) {
-    utsname u{};
-    if (::uname(&u) == 0) return u.machine;
+    return host_machine();
   }
   return "";
 }

@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "device/facts.h"
 #include "device/tree.h"

@@ -1,12 +1,6 @@
 #include "engine/instance_lock.h"
 
-#include <cerrno>
-#include <cstring>
-
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include "engine/pinned.h"
 
@@ -31,26 +25,6 @@ std::string slug(const std::string& key) {
   return fmt::format("{}-{:08x}", out, static_cast<uint32_t>(h));
 }
 
-std::string read_all(int fd) {
-  std::string out;
-  char buf[4096];
-  ssize_t n = 0;
-  off_t off = 0;
-  while ((n = ::pread(fd, buf, sizeof buf, off)) > 0) {
-    out.append(buf, static_cast<size_t>(n));
-    off += n;
-    if (out.size() > 64 * 1024) break;
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-void write_description(int fd, const std::string& description) {
-  if (::ftruncate(fd, 0) != 0) return;
-  const std::string text = description + "\n";
-  (void)!::pwrite(fd, text.data(), text.size(), 0);
-}
-
 }  // namespace
 
 fs::path InstanceLock::file_for(const std::string& key, const fs::path& dir) {
@@ -65,21 +39,14 @@ Result<std::unique_ptr<InstanceLock>> InstanceLock::acquire(const std::vector<st
   std::unique_ptr<InstanceLock> lock(new InstanceLock());
   for (const auto& key : keys) {
     const fs::path file = file_for(key, dir);
-    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-      return Error(fmt::format("cannot open lock file '{}': {}", file.string(), std::strerror(errno)));
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      std::string holder = err == EWOULDBLOCK ? read_all(fd) : std::string();
-      ::close(fd);
-      if (err != EWOULDBLOCK) {
-        return Error(fmt::format("cannot lock '{}': {}", file.string(), std::strerror(err)));
-      }
+    std::string holder;
+    KV_ASSIGN_OR_RETURN(auto locked, util::LockedFile::try_lock(file, &holder));
+    if (!locked) {
       if (holder.empty()) holder = "another kvgate up (it has not described itself yet)";
       return Error(fmt::format("{} is already served: {} holds it (lock file {}); stop that one first", key,
                                holder, file.string()));
     }
-    lock->fds_.push_back(fd);  // released (with the locks taken so far) if a later key fails
+    lock->files_.push_back(std::move(locked));  // released (with the locks taken so far) if a later key fails
   }
   lock->update(description);
   return lock;
@@ -87,11 +54,9 @@ Result<std::unique_ptr<InstanceLock>> InstanceLock::acquire(const std::vector<st
 
 void InstanceLock::update(const std::string& description) {
   std::lock_guard guard(mu_);
-  for (int fd : fds_) write_description(fd, description);
+  for (auto& f : files_) f->write_text(description + "\n");
 }
 
-InstanceLock::~InstanceLock() {
-  for (int fd : fds_) ::close(fd);  // closing releases the flock
-}
+InstanceLock::~InstanceLock() = default;  // closing the files releases the locks
 
 }  // namespace kvgate::engine

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "util/locked_file.h"
 #include "util/result.h"
 
 namespace kvgate::engine {
@@ -42,7 +43,7 @@ class InstanceLock {
  private:
   InstanceLock() = default;
   std::mutex mu_;
-  std::vector<int> fds_;  // guarded by mu_ for update()
+  std::vector<std::unique_ptr<util::LockedFile>> files_;  // guarded by mu_ for update()
 };
 
 }  // namespace kvgate::engine

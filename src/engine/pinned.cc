@@ -1,11 +1,11 @@
 #include "engine/pinned.h"
 
-#include <sys/utsname.h>
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include <fmt/format.h>
+
+#include "device/host.h"
+#include "util/subprocess.h"
 
 namespace kvgate::engine {
 namespace {
@@ -16,17 +16,32 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
+// The engine folder's platform part: the machine ("x86_64"), and "windows-" before it there.
 std::string machine() {
-  struct utsname u {};
-  if (::uname(&u) != 0) return "unknown";
-  return u.machine;
+  std::string m = device::host_machine();
+  if (m.empty()) m = "unknown";
+#ifdef _WIN32
+  m = "windows-" + m;
+#endif
+  return m;
 }
+
+// The server binary's name: llama-server, or llama-server.exe on Windows.
+constexpr const char* kServerName =
+#ifdef _WIN32
+    "llama-server.exe";
+#else
+    "llama-server";
+#endif
 
 }  // namespace
 
 std::filesystem::path cache_root() {
   if (auto xdg = env("XDG_CACHE_HOME")) return std::filesystem::path(*xdg) / "kvgate";
   if (auto home = env("HOME")) return std::filesystem::path(*home) / ".cache" / "kvgate";
+#ifdef _WIN32
+  if (auto local = env("LOCALAPPDATA")) return std::filesystem::path(*local) / "kvgate" / "cache";
+#endif
   return std::filesystem::temp_directory_path() / "kvgate-cache";
 }
 
@@ -44,7 +59,7 @@ Result<std::filesystem::path> resolve_server(const std::optional<std::string>& e
     path = *from_env;
     source = "KVGATE_SERVER";
   } else {
-    path = pinned_engine_dir() / "bin" / "llama-server";
+    path = pinned_engine_dir() / "bin" / kServerName;
     if (!std::filesystem::exists(path)) {
       return Error(fmt::format("the pinned llama-server is not built ({} is missing): run scripts/setup.sh, "
                                "or point KVGATE_SERVER / --server at your own llama-server",
@@ -55,12 +70,12 @@ Result<std::filesystem::path> resolve_server(const std::optional<std::string>& e
   std::error_code ec;
   // A folder `kvgate engine build --out DIR` wrote (it holds BUILD.json) names its binary.
   if (std::filesystem::is_directory(path, ec) && std::filesystem::exists(path / "BUILD.json", ec)) {
-    path = path / "bin" / "llama-server";
+    path = path / "bin" / kServerName;
   }
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Error(fmt::format("{} names '{}', which is not a file", source, path.string()));
   }
-  if (::access(path.c_str(), X_OK) != 0) {
+  if (!util::is_executable_file(path.string())) {
     return Error(fmt::format("{} names '{}', which is not executable", source, path.string()));
   }
   return path;

@@ -5,8 +5,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#ifndef _WIN32
 #include <sys/stat.h>
-#include <unistd.h>
+#endif
 
 #include "engine/pinned.h"
 #include "util/subprocess.h"
@@ -37,19 +38,31 @@ struct Identity {
   uint64_t size = 0;
 };
 
+// The file's modification time in nanoseconds (the platform's own clock: a change is all
+// that matters).
+int64_t modified_ns(const fs::path& file) {
+#ifdef _WIN32
+  std::error_code ec;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             fs::last_write_time(file, ec).time_since_epoch())
+      .count();
+#else
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec);
+#endif
+}
+
 Result<Identity> identify(const fs::path& binary) {
   std::error_code ec;
   const fs::path canonical = fs::canonical(binary, ec);
   if (ec) return Error(fmt::format("cannot resolve '{}': {}", binary.string(), ec.message()));
-  struct stat st {};
-  if (::stat(canonical.c_str(), &st) != 0) return Error(fmt::format("cannot stat '{}'", canonical.string()));
-  if (!S_ISREG(st.st_mode) || ::access(canonical.c_str(), X_OK) != 0) {
+  if (!fs::is_regular_file(canonical, ec) || !util::is_executable_file(canonical.string())) {
     return Error(fmt::format("'{}' is not an executable file", canonical.string()));
   }
-  return Identity{
-      canonical.string(),
-      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + static_cast<int64_t>(st.st_mtim.tv_nsec),
-      static_cast<uint64_t>(st.st_size)};
+  const uint64_t size = fs::file_size(canonical, ec);
+  if (ec) return Error(fmt::format("cannot stat '{}'", canonical.string()));
+  return Identity{canonical.string(), modified_ns(canonical), size};
 }
 
 // FNV-1a, for a short stable file name per binary path.

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <signal.h>
 
 #include "engine/pinned.h"
+#include "util/stop_signals.h"
 #include "util/strings.h"
 
 namespace kvgate::engine {
@@ -93,8 +93,8 @@ std::vector<RunningInstance> find_running_instances(const fs::path& lock_dir, co
 }
 
 Status stop_instance(const RunningInstance& instance, std::chrono::seconds timeout) {
-  if (::kill(instance.pid, SIGTERM) != 0) {
-    return Error(fmt::format("cannot stop kvgate up (pid {}): {}", instance.pid, std::strerror(errno)));
+  if (auto st = util::request_stop(instance.pid); !st.ok()) {
+    return Error(fmt::format("cannot stop kvgate up (pid {}): {}", instance.pid, st.error().message()));
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <optional>
 
-#include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include "util/socket.h"
 #include "util/strings.h"
 
 namespace kvgate::http {

@@ -1,15 +1,11 @@
 // ResponseWriter and the server's own error answers (see http_server.h).
 #include "http/http_server.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "util/json.h"
+#include "util/socket.h"
 
 namespace kvgate::http {
 namespace {
@@ -62,17 +58,17 @@ bool ResponseWriter::write_all(std::string_view data) {
   if (broken_) return false;
   const auto deadline = Clock::now() + kWriteTimeout;
   while (!data.empty()) {
-    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    const long n = util::send_bytes(fd_, data.data(), data.size(), true);
     if (n > 0) {
       data.remove_prefix(static_cast<size_t>(n));
       bytes_written_ += static_cast<uint64_t>(n);
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    if (n < 0 && (util::socket_would_block() || util::socket_interrupted())) {
       // A client that stops reading gets kWriteTimeout, then the connection is dropped.
       if (Clock::now() >= deadline) break;
-      pollfd p{fd_, POLLOUT, 0};
-      ::poll(&p, 1, 1000);
+      pollfd p = util::poll_entry(fd_, POLLOUT);
+      util::poll_sockets(&p, 1, 1000);
       continue;
     }
     break;
@@ -130,16 +126,16 @@ bool ResponseWriter::end() {
 
 bool ResponseWriter::client_gone() {
   if (broken_) return true;
-  pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+  pollfd p = util::poll_entry(fd_, static_cast<short>(POLLIN | util::kPollReadHangup));
+  if (util::poll_sockets(&p, 1, 0) <= 0) return false;
+  if (p.revents & (util::kPollReadHangup | POLLHUP | POLLERR | POLLNVAL)) {
     broken_ = true;
     return true;
   }
   if (p.revents & POLLIN) {
     char c;
-    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+    const long n = util::recv_bytes(fd_, &c, 1, true, true);
+    if (n == 0 || (n < 0 && !util::socket_would_block())) {
       broken_ = true;
       return true;
     }

@@ -1,14 +1,5 @@
 #include "http/http_server.h"
 
-#include <arpa/inet.h>
-#include <malloc.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -17,6 +8,8 @@
 
 #include "http/content_coding.h"
 #include "http/host_allow.h"
+#include "util/memory_trim.h"
+#include "util/socket.h"
 
 namespace kvgate::http {
 namespace {
@@ -43,16 +36,30 @@ ssize_t read_some(int fd, std::string& buf, Clock::time_point deadline, const st
   for (;;) {
     if (stopping.load()) return -1;
     if (Clock::now() >= deadline) return kTimedOut;
-    pollfd p{fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, ms_until(deadline));
-    if (r < 0 && errno == EINTR) continue;
+    pollfd p = util::poll_entry(fd, POLLIN);
+    const int r = util::poll_sockets(&p, 1, ms_until(deadline));
+    if (r < 0 && util::socket_interrupted()) continue;
     if (r < 0) return -1;
     if (r == 0) continue;
-    const ssize_t n = ::recv(fd, tmp, max, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    const ssize_t n = util::recv_bytes(fd, tmp, max);
+    if (n < 0 && (util::socket_interrupted() || util::socket_would_block())) continue;
     if (n > 0) buf.append(tmp, static_cast<size_t>(n));
     return n;
   }
+}
+
+void set_reuse_address(int fd) {
+#ifndef _WIN32  // on Windows SO_REUSEADDR lets another process take a port in use
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+#else
+  (void)fd;
+#endif
+}
+
+void set_no_delay(int fd) {
+  const int one = 1;
+  ::setsockopt(util::native_socket(fd), IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<const char*>(&one), sizeof one);
 }
 
 // A server-made error answer, after which the connection is closed.
@@ -66,14 +73,14 @@ void answer_and_close(int fd, int status, std::string_view message, HeaderList h
 // sending may then lose the answer before reading it. So: end our side (a FIN after the
 // answer), discard what still arrives for a moment, then close.
 void linger_before_close(int fd) {
-  ::shutdown(fd, SHUT_WR);
+  ::shutdown(util::native_socket(fd), util::kShutWrite);
   const auto deadline = Clock::now() + std::chrono::milliseconds(500);
   char tmp[16384];
   size_t discarded = 0;
   while (Clock::now() < deadline && discarded < (1u << 20)) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    pollfd p = util::poll_entry(fd, POLLIN);
+    if (util::poll_sockets(&p, 1, 50) <= 0) continue;
+    const ssize_t n = util::recv_bytes(fd, tmp, sizeof tmp);
     if (n <= 0) break;
     discarded += static_cast<size_t>(n);
   }
@@ -129,7 +136,7 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
     : options_(std::move(options)),
       handler_(std::move(handler)),
       table_({.max_connections = options_.max_connections, .max_unauthenticated = unauthenticated_limit(options_)},
-             [](int fd) { ::shutdown(fd, SHUT_RD); }),
+             [](int fd) { ::shutdown(util::native_socket(fd), util::kShutRead); }),
       budget_(std::max(options_.max_body_bytes_in_flight, options_.max_body_bytes)) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -140,38 +147,39 @@ Status HttpServer::start() {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
+  util::init_sockets();
   const std::string host = options_.host.empty() ? "0.0.0.0" : options_.host;
   const std::string port = std::to_string(options_.port);
   if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
     return Error(fmt::format("cannot resolve listen address '{}': {}", host, ::gai_strerror(rc)));
   }
-  int fd = ::socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+  int fd = util::open_socket(res->ai_family, res->ai_socktype, res->ai_protocol);
   if (fd < 0) {
     ::freeaddrinfo(res);
-    return Error(fmt::format("socket: {}", std::strerror(errno)));
+    return Error(fmt::format("socket: {}", util::socket_error_text()));
   }
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, res->ai_addr, res->ai_addrlen) != 0) {
-    const int err = errno;
+  set_reuse_address(fd);
+  if (::bind(util::native_socket(fd), res->ai_addr, static_cast<util::socklen_t>(res->ai_addrlen)) != 0) {
+    const bool in_use = util::socket_address_in_use();
+    const std::string err = util::socket_error_text();
     ::freeaddrinfo(res);
-    ::close(fd);
-    if (err == EADDRINUSE) {
+    util::close_socket(fd);
+    if (in_use) {
       return Error(fmt::format("cannot listen on {}:{}: the address is already in use by another process; choose "
                                "another --listen port or stop the process holding it",
                                host, options_.port));
     }
-    return Error(fmt::format("cannot listen on {}:{}: {}", host, options_.port, std::strerror(err)));
+    return Error(fmt::format("cannot listen on {}:{}: {}", host, options_.port, err));
   }
   ::freeaddrinfo(res);
-  if (::listen(fd, 512) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Error(fmt::format("listen: {}", std::strerror(err)));
+  if (::listen(util::native_socket(fd), 512) != 0) {
+    Error e(fmt::format("listen: {}", util::socket_error_text()));
+    util::close_socket(fd);
+    return e;
   }
   sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  util::socklen_t len = sizeof addr;
+  ::getsockname(util::native_socket(fd), reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   if (addr.ss_family == AF_INET) {
@@ -190,24 +198,23 @@ void HttpServer::stop() {
   if (listen_fd_ < 0) return;
   stopping_ = true;
   if (acceptor_.joinable()) acceptor_.join();
-  ::close(listen_fd_);
+  util::close_socket(listen_fd_);
   listen_fd_ = -1;
   std::unique_lock lock(mu_);
-  for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+  for (int fd : open_fds_) ::shutdown(util::native_socket(fd), util::kShutBoth);
   idle_cv_.wait(lock, [this] { return active_.load() == 0; });
 }
 
 void HttpServer::accept_loop() {
   while (!stopping_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    const int r = ::poll(&p, 1, 200);
+    pollfd p = util::poll_entry(listen_fd_, POLLIN);
+    const int r = util::poll_sockets(&p, 1, 200);
     if (r <= 0) continue;
     sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    util::socklen_t len = sizeof addr;
+    const int fd = util::accept_socket(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
     if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_no_delay(fd);
     char host[INET6_ADDRSTRLEN] = "?";
     uint16_t port = 0;
     if (addr.ss_family == AF_INET) {
@@ -238,7 +245,7 @@ void HttpServer::accept_loop() {
 void HttpServer::reject_busy(int fd) {
   answer_and_close(fd, 503, "kvgate has too many open connections, all of them working; retry shortly",
                    {{"Retry-After", "2"}});
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 void HttpServer::serve_connection(int fd, ConnectionTable::Id id, std::string remote) {
@@ -253,7 +260,7 @@ void HttpServer::serve_connection(int fd, ConnectionTable::Id id, std::string re
   {
     std::lock_guard lock(mu_);
     open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
-    ::close(fd);
+    util::close_socket(fd);
     --active_;
     // Notify under the lock: once it is released, stop() may return and destroy *this.
     idle_cv_.notify_all();
@@ -360,7 +367,7 @@ HttpServer::Step HttpServer::serve_request(Connection& c) {
   const uint64_t held = c.hold->held();
   std::string().swap(h.request.body);
   c.hold.reset();
-  if (held >= kTrimAfterBodyBytes) ::malloc_trim(0);
+  if (held >= kTrimAfterBodyBytes) util::trim_heap();
   return writer.keep_alive() ? Step::kNext : Step::kClose;
 }
 
@@ -380,7 +387,7 @@ HttpServer::Step HttpServer::read_body(Connection& c, ParsedHead& h) {
   }
   if (h.expect_continue) {
     const std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-    ::send(c.fd, cont.data(), cont.size(), MSG_NOSIGNAL);
+    util::send_bytes(c.fd, cont.data(), cont.size(), false);
   }
   // The payload must keep pace: by grace + n / rate after the body's start, n bytes must have come.
   const auto body_start = Clock::now();

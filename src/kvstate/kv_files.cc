@@ -216,7 +216,8 @@ Result<KvFileRecord> KvFiles::commit(const std::string& temp, KvFileRecord rec) 
   if (size > budget_) {
     return fail(fmt::format("a state of {} bytes is larger than the whole disk budget ({} bytes)", size, budget_));
   }
-  ::chmod(tmp.c_str(), 0600);  // the engine creates it with its umask; it holds the conversation
+  // The engine creates it with its umask; it holds the conversation.
+  static_cast<void>(util::make_private_file(tmp));
   auto hash = hash_file(tmp);
   if (!hash.ok()) return fail(hash.error().message());
   rec.bytes = size;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "util/path_text.h"
 #include "util/private_files.h"
 #include "util/json.h"
 
@@ -79,7 +80,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::filesystem::
     if (std::filesystem::exists(side, ec)) KV_TRY(util::make_private_file(side).with_context("session store"));
   }
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  const int rc = sqlite3_open_v2(util::path_utf8(path).c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                                  nullptr);
   auto fail = [&](const std::string& what, int code) -> Error {
     std::string msg = fmt::format("session store {}: {}: {}", path.string(), what, db ? sqlite3_errmsg(db) : sqlite3_errstr(code));

@@ -1,10 +1,15 @@
 // Subprocess: a child process in its own process group, with its stdout and stderr read
 // line by line (move-only RAII).
 //
-// The child is started with fork/exec; it gets its own process group (so stop() reaches
-// every process it spawns) and, on Linux, a parent-death signal (SIGKILL), so it cannot
-// outlive kvgate even when kvgate is killed with SIGKILL. Environment variables can be
-// removed by prefix (e.g. "LLAMA_ARG_") or set.
+// POSIX (subprocess_posix.cc): fork/exec; the child gets its own process group (so stop()
+// reaches every process it spawns) and, on Linux, a parent-death signal (SIGKILL), so it
+// cannot outlive kvgate even when kvgate is killed with SIGKILL.
+// Windows (subprocess_windows.cc): CreateProcessW into a job object that is killed when its
+// last handle closes (kvgate's, also when kvgate is killed), without a console of its own or
+// kvgate's (so the child cannot change the console's code page), inheriting only its output
+// pipe. Signals map to what Windows can do: SIGTERM, SIGINT, SIGHUP and SIGKILL end the job;
+// SIGSTOP and SIGCONT suspend and resume the child; others are ignored.
+// Environment variables can be removed by prefix (e.g. "LLAMA_ARG_") or set.
 //
 // Output: both streams go into one pipe; a reader thread splits it into lines and calls
 // `on_line` (if given) for each, in order, from that thread. The destructor stops the
@@ -79,6 +84,11 @@ class Subprocess {
   std::thread reader_;
   std::mutex mu_;
   std::optional<ExitStatus> status_;  // guarded by mu_
+#ifdef _WIN32
+  void* process_ = nullptr;  // HANDLE of the child
+  void* job_ = nullptr;      // HANDLE of its job object
+  std::atomic<int> ended_by_{0};  // the signal that ended the job, reported as the exit's
+#endif
 };
 
 // `arg` as a POSIX shell reads it back as one word: unchanged when it holds only letters,
@@ -87,10 +97,22 @@ std::string shell_quote(std::string_view arg);
 // The command line `argv` as one shell-ready string (each argument shell_quote()d).
 std::string shell_command(const std::vector<std::string>& argv);
 
-// Whether `path` is a regular file this process may execute.
+// Sets the environment variable `name` of this process (keeps a present value unless
+// `overwrite`). For a command about to hand over to another program (exec_program).
+void set_env(const std::string& name, const std::string& value, bool overwrite);
+
+// Hands this process over to `program` with `args` (argv[1..]): POSIX execv, so it returns
+// only on failure; Windows has no exec, so the program runs with this console and this
+// process exits with its exit code when it ends (a .cmd/.bat, as npm installs CLIs, runs
+// through cmd.exe).
+Error exec_program(const std::string& program, std::vector<std::string> args);
+
+// Whether `path` is a regular file this process may execute (Windows: a file whose name ends
+// in .exe, .com, .bat or .cmd).
 bool is_executable_file(const std::string& path);
-// The executable regular file `name` names: as given when it holds a '/', else the first in
-// the folders of $PATH. nullopt when there is none.
+// The executable regular file `name` names: as given when it holds a '/' (Windows: '/' or
+// '\\'), else the first in the folders of $PATH (Windows: `name`, then with each of
+// %PATHEXT%'s endings, in each folder of %PATH%). nullopt when there is none.
 std::optional<std::string> find_program(std::string_view name);
 
 }  // namespace kvgate::util

@@ -36,6 +36,17 @@ size_t utf8_sequence(std::string_view t, size_t p) {
   return n;
 }
 
+size_t complete_utf8_prefix(std::string_view text) {
+  // Look back at most 3 bytes for the lead byte of a sequence that does not fit.
+  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
+    const auto c = static_cast<unsigned char>(text[text.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? text.size() - back : text.size();
+  }
+  return text.size();
+}
+
 bool is_valid_utf8(std::string_view text) {
   for (size_t p = 0; p < text.size();) {
     size_t n = utf8_sequence(text, p);

@@ -23,6 +23,10 @@ namespace kvgate::util {
 size_t utf8_sequence(std::string_view text, size_t p);
 
 bool is_valid_utf8(std::string_view text);
+// How many bytes of `text` can be written now: all but a UTF-8 sequence cut by the end (its
+// first bytes wait for the rest, at most 3). A writer that converts chunks of a stream keeps
+// characters whole with it.
+size_t complete_utf8_prefix(std::string_view text);
 // `text` with every invalid sequence replaced by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 

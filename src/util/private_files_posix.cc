@@ -1,13 +1,12 @@
-#include "util/private_files.h"
-
 #include <cerrno>
 #include <cstring>
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
+#include "util/private_files.h"
 
 namespace kvgate::util {
 
