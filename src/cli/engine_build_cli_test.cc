@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#ifndef _WIN32
 #include <sched.h>
+#endif
 #include <unistd.h>
 
 #include "testing/cli_test_support.h"
@@ -46,9 +48,13 @@ std::string fixture(std::string_view name) {
 
 // The CPUs this test may use: what the command assumes for a device tree without a CPU list.
 unsigned local_cores() {
+#ifdef _WIN32
+  return std::max(1U, std::thread::hardware_concurrency());
+#else
   cpu_set_t set;
   CPU_ZERO(&set);
   return ::sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1U;
+#endif
 }
 
 class EngineBuildCli : public ::testing::Test {

@@ -56,7 +56,7 @@ std::vector<std::byte> sample_bytes() {
   const auto path = std::filesystem::temp_directory_path() / ("kvgate_sample_" + std::to_string(::getpid()) + ".gguf");
   EXPECT_TRUE(sample_writer().write(path).ok());
   std::vector<std::byte> bytes(std::filesystem::file_size(path));
-  FILE* f = std::fopen(path.c_str(), "rb");
+  FILE* f = std::fopen(path.string().c_str(), "rb");
   EXPECT_EQ(std::fread(bytes.data(), 1, bytes.size(), f), bytes.size());
   std::fclose(f);
   std::filesystem::remove(path);

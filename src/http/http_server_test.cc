@@ -1,35 +1,33 @@
 #include "http/http_server.h"
 
-#include <arpa/inet.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "testing/encoders.h"
+#include "util/socket.h"
 
 namespace kvgate::http {
 namespace {
 
 int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = util::open_socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
+  if (::connect(util::native_socket(fd), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    util::close_socket(fd);
     return -1;
   }
   return fd;
 }
 
-void send_all(int fd, std::string_view s) { ASSERT_EQ(::send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size())); }
+void send_all(int fd, std::string_view s) {
+  ASSERT_EQ(util::send_bytes(fd, s.data(), s.size(), false), static_cast<ssize_t>(s.size()));
+}
 
 // Reads until the peer closes or `stop_at` appears or the timeout passes.
 std::string read_until(int fd, std::string_view stop_at = {}, int timeout_ms = 5000) {
@@ -37,9 +35,9 @@ std::string read_until(int fd, std::string_view stop_at = {}, int timeout_ms = 5
   char buf[4096];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    pollfd p = util::poll_entry(fd, POLLIN);
+    if (util::poll_sockets(&p, 1, 50) <= 0) continue;
+    const ssize_t n = util::recv_bytes(fd, buf, sizeof buf);
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (!stop_at.empty() && out.find(stop_at) != std::string::npos) break;
@@ -88,22 +86,29 @@ TEST(HttpServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
   std::string r2 = read_until(fd);
   EXPECT_NE(r2.find("GET /b "), std::string::npos) << r2;
   EXPECT_NE(r2.find("Connection: close"), std::string::npos);
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, OversizedBodyIsRefusedBeforeItIsSent) {
   HttpServerOptions o;
   o.max_body_bytes = 10;
   std::atomic<int> calls{0};
-  TestServer s([&](const HttpRequest&, ResponseWriter& w) { ++calls; w.send(200, {}, "x"); }, o);
+  TestServer s(
+      [&](const HttpRequest&, ResponseWriter& w) {
+        ++calls;
+        w.send(200, {}, "x");
+      },
+      o);
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n");
+  send_all(fd,
+           "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: "
+           "11\r\n\r\n");
   std::string r = read_until(fd);
   EXPECT_NE(r.find("413 Payload Too Large"), std::string::npos) << r;
   EXPECT_NE(r.find("\"error\""), std::string::npos);
   EXPECT_EQ(r.find("100 Continue"), std::string::npos);
   EXPECT_EQ(calls.load(), 0);
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, ExpectContinueGetsInterimAnswer) {
@@ -114,15 +119,17 @@ TEST(HttpServerTest, ExpectContinueGetsInterimAnswer) {
   EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
   send_all(fd, "hi");
   EXPECT_NE(read_until(fd, "POST /e hi").find("POST /e hi"), std::string::npos);
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, ChunkedRequestBody) {
   TestServer s(echo_handler());
   const int fd = connect_to(s.port());
-  send_all(fd, "POST /c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+  send_all(fd,
+           "POST /c HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
   EXPECT_NE(read_until(fd, "POST /c abcde").find("POST /c abcde"), std::string::npos);
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, SlowHeadTimesOut) {
@@ -137,7 +144,7 @@ TEST(HttpServerTest, SlowHeadTimesOut) {
   EXPECT_NE(r.find("408"), std::string::npos) << r;
   EXPECT_GE(waited, std::chrono::milliseconds(250));  // at the time-out, not before
   EXPECT_LT(waited, std::chrono::seconds(20));        // and it comes (late on a loaded machine)
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, MalformedRequestGetsJsonError) {
@@ -147,7 +154,7 @@ TEST(HttpServerTest, MalformedRequestGetsJsonError) {
   std::string r = read_until(fd);
   EXPECT_NE(r.find("400 Bad Request"), std::string::npos) << r;
   EXPECT_NE(r.find("\"invalid_request_error\""), std::string::npos) << r;
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, StreamsChunksAndNoticesClientGone) {
@@ -168,7 +175,7 @@ TEST(HttpServerTest, StreamsChunksAndNoticesClientGone) {
   std::string r = read_until(fd, "data: one", 30000);
   EXPECT_NE(r.find("Transfer-Encoding: chunked"), std::string::npos) << r;
   EXPECT_NE(r.find("b\r\ndata: one\n\n\r\n"), std::string::npos) << r;
-  ::close(fd);
+  util::close_socket(fd);
   EXPECT_TRUE(eventually([&] { return done.load(); }));
   EXPECT_TRUE(saw_gone.load());
 }
@@ -184,9 +191,10 @@ TEST(HttpServerTest, CompressedBodiesReachTheHandlerDecodedAndWithinTheLimit) {
   const auto post = [&](std::string_view encoding, const std::string& body) {
     const int fd = connect_to(s.port());
     send_all(fd, "POST /v1/x HTTP/1.1\r\nHost: localhost\r\nContent-Encoding: " + std::string(encoding) +
-                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+                     body);
     std::string r = read_until(fd, {}, 30000);
-    ::close(fd);
+    util::close_socket(fd);
     return r;
   };
   const std::string json = R"({"messages":[{"role":"user","content":"hi"}]})";
@@ -227,8 +235,8 @@ TEST(HttpServerTest, ConnectionLimitAnswers503WhenEveryConnectionIsWorking) {
   EXPECT_NE(r.find("Retry-After: 2"), std::string::npos);
   release = true;
   EXPECT_NE(read_until(first, "done").find("done"), std::string::npos);
-  ::close(first);
-  ::close(second);
+  util::close_socket(first);
+  util::close_socket(second);
 }
 
 // Sends one request on `fd`, reads the answer and returns how long the server then kept the
@@ -251,7 +259,7 @@ TEST(HttpServerTest, IdleKeepAliveClosesAfterItsTimeoutAndSoonerWhenSlotsAreScar
     TestServer s(echo_handler(), o);
     const int fd = connect_to(s.port());
     const auto waited = idle_for(fd);
-    ::close(fd);
+    util::close_socket(fd);
     EXPECT_GE(waited, std::chrono::milliseconds(1300));  // its time-out, not the scarce one
     EXPECT_LT(waited, std::chrono::seconds(20));         // closed (late on a loaded machine)
   }
@@ -264,8 +272,8 @@ TEST(HttpServerTest, IdleKeepAliveClosesAfterItsTimeoutAndSoonerWhenSlotsAreScar
   const int scarce = connect_to(s.port());
   ASSERT_TRUE(eventually([&] { return s.server->active_connections() >= 6; }));
   EXPECT_LT(idle_for(scarce), std::chrono::seconds(20));
-  ::close(scarce);
-  for (int f : others) ::close(f);
+  util::close_socket(scarce);
+  for (int f : others) util::close_socket(f);
 }
 
 TEST(HttpServerTest, IdleKeepAliveConnectionGivesWayToANewOneAtTheLimit) {
@@ -290,7 +298,7 @@ TEST(HttpServerTest, IdleKeepAliveConnectionGivesWayToANewOneAtTheLimit) {
   EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
   EXPECT_EQ(read_until(a, {}, 1000), "") << "the connection idle longest was closed, silently";
   EXPECT_EQ(s.server->evictions(), 1u);
-  for (int fd : {a, b, c}) ::close(fd);
+  for (int fd : {a, b, c}) util::close_socket(fd);
 }
 
 HeadVerdict keyed_check(const HttpRequest& head) {
@@ -313,27 +321,31 @@ TEST(HttpServerTest, HeadCheckRefusesBeforeTheBodyIsRead) {
       o);
   // 401 with a body announced and never sent: answered at once, then closed (not drained).
   int fd = connect_to(s.port());
-  send_all(fd, "POST /echo HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 60000000\r\n\r\n");
+  send_all(
+      fd,
+      "POST /echo HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 60000000\r\n\r\n");
   std::string r = read_until(fd, {}, 2000);
   EXPECT_NE(r.find("401"), std::string::npos) << r;
   EXPECT_EQ(r.find("100 Continue"), std::string::npos) << r;
   EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
-  ::close(fd);
+  util::close_socket(fd);
   // 404 without a body keeps the connection; the keyed request after it is served.
   fd = connect_to(s.port());
   send_all(fd, "GET /nothing HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\n\r\n");
   r = read_until(fd, "no route", 2000);
   EXPECT_NE(r.find("404"), std::string::npos) << r;
   EXPECT_NE(r.find("Connection: keep-alive"), std::string::npos) << r;
-  send_all(fd, "POST /echo HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\nContent-Length: 3\r\n\r\nabc");
+  send_all(
+      fd,
+      "POST /echo HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer k\r\nContent-Length: 3\r\n\r\nabc");
   EXPECT_NE(read_until(fd, "body=abc", 2000).find("body=abc"), std::string::npos);
-  ::close(fd);
+  util::close_socket(fd);
   // A public route without a key is served, but a body sent to it without the key is not read.
   fd = connect_to(s.port());
   send_all(fd, "GET /public HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n\r\n");
   r = read_until(fd, {}, 2000);
   EXPECT_NE(r.find("401"), std::string::npos) << r;
-  ::close(fd);
+  util::close_socket(fd);
   EXPECT_EQ(calls.load(), 1);
 }
 
@@ -343,7 +355,8 @@ TEST(HttpServerTest, BodiesInFlightShareOneBudget) {
   o.max_body_bytes_in_flight = 1000;
   TestServer s(echo_handler(), o);
   const int first = connect_to(s.port());
-  send_all(first, "POST /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(100, 'a'));
+  send_all(first,
+           "POST /a HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(100, 'a'));
   ASSERT_TRUE(eventually([&] { return s.server->body_bytes_in_flight() >= 600; }));  // its 600 bytes are held
   const int second = connect_to(s.port());
   send_all(second, "POST /b HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n");
@@ -351,15 +364,16 @@ TEST(HttpServerTest, BodiesInFlightShareOneBudget) {
   EXPECT_NE(r.find("503"), std::string::npos) << r;
   EXPECT_NE(r.find("Retry-After"), std::string::npos) << r;
   EXPECT_NE(r.find("budget of 1000 bytes"), std::string::npos) << r;
-  ::close(second);
+  util::close_socket(second);
   send_all(first, std::string(500, 'a'));
   EXPECT_NE(read_until(first, "POST /a a").find("200 OK"), std::string::npos);
   EXPECT_TRUE(eventually([&] { return s.server->body_bytes_in_flight() == 0; }));
   const int third = connect_to(s.port());  // the budget is back
-  send_all(third, "POST /c HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(600, 'c'));
+  send_all(third,
+           "POST /c HTTP/1.1\r\nHost: localhost\r\nContent-Length: 600\r\n\r\n" + std::string(600, 'c'));
   EXPECT_NE(read_until(third, "POST /c c").find("200 OK"), std::string::npos);
-  ::close(first);
-  ::close(third);
+  util::close_socket(first);
+  util::close_socket(third);
 }
 
 TEST(HttpServerTest, ChunkExtensionsTrickledFastAreTimedOutByThePayloadRate) {
@@ -374,14 +388,14 @@ TEST(HttpServerTest, ChunkExtensionsTrickledFastAreTimedOutByThePayloadRate) {
   std::string r;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 150 && r.empty(); ++i) {
-    if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;
+    if (util::send_bytes(fd, chunk.data(), chunk.size(), false) < 0) break;
     r = read_until(fd, "\r\n\r\n", 25);
   }
   if (r.empty()) r = read_until(fd, "\r\n\r\n", 10000);
   EXPECT_NE(r.find("408"), std::string::npos) << r;
   // Timed out by the payload rate, while the framing still flowed (a loaded machine runs late).
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, ChunkedTrailersOverTheHeadLimitGet431) {
@@ -389,12 +403,13 @@ TEST(HttpServerTest, ChunkedTrailersOverTheHeadLimitGet431) {
   o.head_limits.max_head_bytes = 1024;
   TestServer s(echo_handler(), o);
   const int fd = connect_to(s.port());
-  std::string req = "POST /t HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n";
+  std::string req =
+      "POST /t HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n";
   for (int i = 0; i < 40; ++i) req += "X-Trailer: " + std::string(40, 'v') + "\r\n";
   send_all(fd, req + "\r\n");
   const std::string r = read_until(fd, {}, 2000);
   EXPECT_NE(r.find("431"), std::string::npos) << r;
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, TlsHelloIsAnswered400AtOnce) {
@@ -406,7 +421,7 @@ TEST(HttpServerTest, TlsHelloIsAnswered400AtOnce) {
   const std::string r = read_until(fd, {}, 3000);
   EXPECT_NE(r.find("400 Bad Request"), std::string::npos) << r;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
-  ::close(fd);
+  util::close_socket(fd);
 }
 
 TEST(HttpServerTest, PortInUseIsAClearError) {

@@ -1,11 +1,14 @@
+// clang-format off: <windows.h> first, the headers after it need its types.
+#include <shellapi.h>
+#include <windows.h>
+// clang-format on
+
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include <fcntl.h>
 #include <io.h>
-#include <shellapi.h>
-#include <windows.h>
 
 #include "util/console.h"
 #include "util/utf8.h"

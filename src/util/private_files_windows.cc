@@ -1,11 +1,14 @@
 // The Windows side of private files: what POSIX says with modes 0700/0600, Windows says with
 // a protected access list that grants the file's owner alone (and the system account, which
 // backs it up) full access, inherited by what is created inside a private folder.
+// clang-format off: <windows.h> first, the headers after it need its types.
+#include <sddl.h>
+#include <windows.h>
+// clang-format on
+
 #include <fstream>
 
 #include <fmt/format.h>
-#include <sddl.h>
-#include <windows.h>
 
 #include "util/private_files.h"
 #include "util/windows_error.h"

@@ -1,4 +1,9 @@
 // util::Subprocess on Windows (see subprocess.h for what maps to what).
+// clang-format off: <windows.h> first, the headers after it need its types.
+#include <tlhelp32.h>
+#include <windows.h>
+// clang-format on
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -8,8 +13,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <io.h>
-#include <tlhelp32.h>
-#include <windows.h>
 
 #include "util/signals.h"
 #include "util/subprocess.h"

@@ -47,3 +47,31 @@ TEST(Utf8Test, ClientIdsAreUtf8WithoutControlsAndBounded) {
 
 }  // namespace
 }  // namespace kvgate::util
+
+namespace kvgate::util {
+namespace {
+
+TEST(Utf8Test, CompletePrefixHoldsBackOnlyACutSequence) {
+  const std::string zh = "中";  // E4 B8 AD
+  const std::string emoji = "\xF0\x9F\x98\x80";
+  EXPECT_EQ(complete_utf8_prefix(""), 0u);
+  EXPECT_EQ(complete_utf8_prefix("abc"), 3u);
+  EXPECT_EQ(complete_utf8_prefix("a" + zh), 4u);
+  EXPECT_EQ(complete_utf8_prefix("a" + zh.substr(0, 1)), 1u);
+  EXPECT_EQ(complete_utf8_prefix("a" + zh.substr(0, 2)), 1u);
+  EXPECT_EQ(complete_utf8_prefix("ab" + emoji.substr(0, 3)), 2u);
+  EXPECT_EQ(complete_utf8_prefix("ab" + emoji), 6u);
+  // Bytes that are no sequence at all are not held back (they become U+FFFD when written).
+  EXPECT_EQ(complete_utf8_prefix("a\x80\x80\x80\x80"), 5u);
+  // Split anywhere, the pieces rejoin to whole characters.
+  const std::string text = "plan 中文 ✓ " + emoji + " end";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    std::string pending = text.substr(0, cut);
+    const size_t first = complete_utf8_prefix(pending);
+    EXPECT_TRUE(is_valid_utf8(pending.substr(0, first))) << cut;
+    EXPECT_TRUE(is_valid_utf8(pending.substr(first) + text.substr(cut))) << cut;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::util
