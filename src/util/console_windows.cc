@@ -1,6 +1,7 @@
-// clang-format off: <windows.h> first, the headers after it need its types.
-#include <shellapi.h>
+// <windows.h> first: the headers after it need its types.
+// clang-format off
 #include <windows.h>
+#include <shellapi.h>
 // clang-format on
 
 #include <cstdio>

@@ -1,6 +1,7 @@
 // util::write_text: a console gets UTF-16 through WriteConsoleW and keeps its code page; a pipe
 // or a file gets the UTF-8 bytes unchanged.
-// clang-format off: <windows.h> first, the headers after it need its types.
+// <windows.h> first: the headers after it need its types.
+// clang-format off
 #include <windows.h>
 // clang-format on
 

@@ -1,9 +1,10 @@
 // The Windows side of private files: what POSIX says with modes 0700/0600, Windows says with
 // a protected access list that grants the file's owner alone (and the system account, which
 // backs it up) full access, inherited by what is created inside a private folder.
-// clang-format off: <windows.h> first, the headers after it need its types.
-#include <sddl.h>
+// <windows.h> first: the headers after it need its types.
+// clang-format off
 #include <windows.h>
+#include <sddl.h>
 // clang-format on
 
 #include <fstream>

@@ -1,7 +1,8 @@
 // util::Subprocess on Windows (see subprocess.h for what maps to what).
-// clang-format off: <windows.h> first, the headers after it need its types.
-#include <tlhelp32.h>
+// <windows.h> first: the headers after it need its types.
+// clang-format off
 #include <windows.h>
+#include <tlhelp32.h>
 // clang-format on
 
 #include <algorithm>

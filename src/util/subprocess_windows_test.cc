@@ -1,6 +1,7 @@
 // util::Subprocess on Windows, with cmd.exe and this test binary as the children (the POSIX
 // side's tests use /bin/sh: subprocess_test.cc).
-// clang-format off: <windows.h> first, the headers after it need its types.
+// <windows.h> first: the headers after it need its types.
+// clang-format off
 #include <windows.h>
 // clang-format on
 
