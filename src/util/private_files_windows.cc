@@ -8,6 +8,7 @@
 // clang-format on
 
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,18 +21,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// P: protected (nothing inherited from the parent); OICI: inherited by files and folders
-// inside; FA: full access; OW: the owner; SY: the system account.
-constexpr wchar_t kOwnerOnly[] = L"D:P(A;OICI;FA;;;OW)(A;OICI;FA;;;SY)";
-
-Status restrict_to_owner(const fs::path& path) {
-  PSECURITY_DESCRIPTOR sd = nullptr;
-  if (!::ConvertStringSecurityDescriptorToSecurityDescriptorW(kOwnerOnly, SDDL_REVISION_1, &sd, nullptr)) {
-    return Error(
-        fmt::format("cannot build an access list for '{}': {}", path.string(), last_windows_error()));
+// This process's user as an SDDL SID string ("S-1-5-21-..."), or "OW" (the owner) when it
+// cannot be read.
+std::wstring user_sid() {
+  HANDLE token = nullptr;
+  if (!::OpenProcessToken(::GetCurrentProcess(), TOKEN_QUERY, &token)) return L"OW";
+  DWORD size = 0;
+  ::GetTokenInformation(token, TokenUser, nullptr, 0, &size);
+  std::vector<char> buf(size);
+  std::wstring out = L"OW";
+  if (size > 0 && ::GetTokenInformation(token, TokenUser, buf.data(), size, &size)) {
+    wchar_t* text = nullptr;
+    if (::ConvertSidToStringSidW(reinterpret_cast<TOKEN_USER*>(buf.data())->User.Sid, &text)) {
+      out = text;
+      ::LocalFree(text);
+    }
   }
-  const BOOL ok =
-      ::SetFileSecurityW(path.c_str(), DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION, sd);
+  ::CloseHandle(token);
+  return out;
+}
+
+// P: protected (nothing inherited from the parent); OICI: inherited by files and folders
+// inside; FA: full access, for this user and the system account (which backs files up).
+Status restrict_to_owner(const fs::path& path) {
+  static const std::wstring sddl = L"D:P(A;OICI;FA;;;" + user_sid() + L")(A;OICI;FA;;;SY)";
+  PSECURITY_DESCRIPTOR sd = nullptr;
+  if (!::ConvertStringSecurityDescriptorToSecurityDescriptorW(sddl.c_str(), SDDL_REVISION_1, &sd, nullptr)) {
+    return Error(fmt::format("cannot build an access list for '{}': {}", path.string(), last_windows_error()));
+  }
+  const BOOL ok = ::SetFileSecurityW(path.c_str(), DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION, sd);
   const std::string error = ok ? "" : last_windows_error();
   ::LocalFree(sd);
   if (!ok) return Error(fmt::format("cannot restrict the permissions of '{}': {}", path.string(), error));
