@@ -52,6 +52,7 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_error.h"
+#include "gateway/engine_link.h"
 #include "gateway/fatal_requests.h"
 #include "gateway/request_limits.h"
 #include "gateway/response_store.h"
@@ -273,15 +274,14 @@ class Gateway {
     RequestRecord rec;
     std::string model;  // the id answers carry
     std::function<bool()> client_gone;
-    nlohmann::json sent;  // the body sent to the engine
-    int engine_retries = 0;
+    nlohmann::json sent;                 // the body sent to the engine
+    std::optional<EngineResend> resend;  // as a chat turn's (turn_send.cc)
   };
   void completions(const HttpRequest& request, ResponseWriter& writer);
   void completion_whole(RawCompletion& c, ResponseWriter& writer);
   void completion_stream(RawCompletion& c, ResponseWriter& writer);
-  // After a failed attempt (`before`: the engine it was sent to): whether to send it again.
-  bool retry_completion(RawCompletion& c, const EngineEndpoint& before, const UpstreamError& error,
-                        CancelScope& cancel);
+  // After a failed attempt, nothing of it relayed: whether to send it again.
+  static bool send_again(RawCompletion& c, const UpstreamError& error, const CancelScope& cancel);
   // A raw completion whose output the engine's parser refused (completion_rescue.cc): the
   // answer replayed and marked raw; nullopt when it cannot be (several prompts or choices, the
   // replay failed otherwise) and the engine's error stands.
@@ -353,27 +353,10 @@ class Gateway {
   bool authorised(const HttpRequest& request) const { return caller_scope(request).has_value(); }
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
-  // Whether a request's client has gone (polled while it waits).
-  using ClientGone = std::function<bool()>;
-  // Waits (up to options_.wait_for_engine, or wait_for_restart while one is coming back) for
-  // the engine to be available; 503 when it is not.
-  ApiStatus wait_for_engine(const ClientGone& client_gone);
-  std::chrono::milliseconds engine_wait(const EngineEndpoint& ep) const;
-  // After the engine failed a request before answering it: waits until the engine was seen
-  // to restart (or stays the same engine for a moment: a transient failure). True when a
-  // retry may go ahead.
-  bool wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone);
   // A place with the engine for `key` (admission.h). On refusal the request record is filled
   // and the error is the one to answer (client_left(): nothing to answer).
   ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone,
                                      RequestRecord& rec);
-  // The engine answered (successfully or with an explained error): not failing.
-  void engine_answered() { engine_errors_in_row_ = 0; }
-  ApiError from_upstream_error(const UpstreamError& e) const;
-  // Relays an engine error answer (status + body) as an OpenAI-format error.
-  ApiError from_engine_answer(int status, const std::string& body) const;
-  std::chrono::milliseconds upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const;
-  void learn_prefill_speed(double ms_per_token, uint64_t tokens);
   // Before content of `scope` goes to `slot` (slot_tenants.h): with several keys, clears the
   // slot when it may hold another key's content, unless `own_state` (the scope's own saved
   // state was restored into it, replacing what it held). False when the slot could not be
@@ -387,9 +370,7 @@ class Gateway {
   SlotTenants tenants_;  // with several keys: whose content each slot holds
   TokenCounter tokens_;
   Metrics metrics_;
-  std::atomic<double> prefill_ms_per_token_;
-  std::atomic<uint64_t> engine_generation_{0};
-  FatalRequests fatal_;  // requests that were with the engine when it was lost
+  EngineLink engine_;
   std::unique_ptr<SessionStore> store_;
   std::shared_ptr<ResponseStore>
       responses_;  // for previous_response_id; written through to a store once open
@@ -401,7 +382,6 @@ class Gateway {
   std::atomic<int64_t> pruned_at_ms_{0};                 // steady-clock ms of the last prune
   void prune_store();                                    // REQUIRES: store_ open
   Admission admission_;
-  mutable std::atomic<int> engine_errors_in_row_{0};  // unexplained engine 5xx since the last good answer
   std::atomic<uint64_t> request_serial_{0};
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;                  // guarded by context_mu_

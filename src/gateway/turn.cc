@@ -43,7 +43,7 @@ Turn::~Turn() {
 
 void Turn::run() {
   if (auto prepared = prepare(); !prepared.ok()) return refuse(prepared.error(), "bad_request");
-  if (g_.fatal_.fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
+  if (g_.engine_.fatal().fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
   if (auto placed = recognise(); !placed.ok()) {
     if (!client_left(placed.error())) out_.fail(placed.error());
     return;
@@ -114,7 +114,7 @@ void Turn::restore() {
   view_ = g_.upstream_view(build_view(conv_), req_.body);
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
   // its saved state, when it matches, is restored before anything is sent (kvstate/kv_keeper.h).
-  generation_ = g_.engine_generation_.load();
+  generation_ = g_.engine_.generation();
   if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
   // With several keys, nothing another key left in the slot may be reused (kvstate/slot_tenants.h):
   // the slot holds this key's own restored state, or is cleared.
@@ -169,7 +169,7 @@ ApiStatus Turn::bind() {
     body["stream_options"]["include_usage"] = true;
     body["return_progress"] = true;
   }
-  auto ready = g_.wait_for_engine([this] { return out_.client_gone(); });
+  auto ready = g_.engine_.wait_for_engine([this] { return out_.client_gone(); });
   if (!ready.ok()) {
     rec_.status = ready.error().status;
     rec_.error_kind = "engine_unavailable";

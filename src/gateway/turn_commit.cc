@@ -34,7 +34,7 @@ void Turn::commit(const ApiStatus& result) {
   record_turn();
   g_.metrics_.record(rec_);
   if (ok) {
-    g_.engine_answered();
+    g_.engine_.answered();
     keep_reply();
   } else if (match_.created && session_->conversation.length == 0) {
     g_.sessions_.discard_if_empty(session_, 2);  // nothing to keep: the client's retry starts afresh
@@ -52,7 +52,7 @@ void Turn::commit(const ApiStatus& result) {
                        {.prompt_tokens = u.prompt_tokens,
                         .cached_tokens = u.cached_tokens,
                         .completion_tokens = u.completion_tokens,
-                        .prefill_ms_per_token = g_.prefill_ms_per_token_.load()});
+                        .prefill_ms_per_token = g_.engine_.prefill_ms_per_token()});
   }
   log_request(result);
 }
@@ -76,7 +76,7 @@ void Turn::account(const ApiStatus& result) {
   rec_.total_ms = util::ms_since(t0_);
   // A paused compaction's figures are the summary request's, not the view's: nothing to learn.
   if (u.known && !managed_.paused) {
-    g_.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
+    g_.engine_.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
     if (counted_ > 0 && u.prompt_tokens > 0) accounting_diff_ = g_.tokens_.calibrate(counted_, u.prompt_tokens);
     if (u.prompt_tokens > 0) g_.tokens_.learn(req_.body, view_, u.prompt_tokens);
   }
@@ -94,7 +94,7 @@ void Turn::note_break() {
                                          .usage_known = u.known,
                                          .cached_tokens = u.cached_tokens,
                                          .previous_tokens = session_->last_sent_tokens,
-                                         .engine_restarted = session_->engine_generation != g_.engine_generation_.load()});
+                                         .engine_restarted = session_->engine_generation != g_.engine_.generation()});
     if (!cause_ && by_engine) {
       cause_ = by_engine->cause;
       cause_detail_ = by_engine->detail;
@@ -160,7 +160,7 @@ void Turn::keep_reply() {
   session.last_view = std::move(view_);
   session.last_prompt = std::move(rendered_);
   session.last_sent_tokens = sent_.reply.usage().prompt_tokens;
-  session.engine_generation = g_.engine_generation_.load();
+  session.engine_generation = g_.engine_.generation();
   {
     std::lock_guard lock(session.mu);
     session.chain = session.conversation.chain;
@@ -240,7 +240,7 @@ void Turn::log_request(const ApiStatus& result) const {
                    {"history_repairs", repairs_.size()},
                    {"rescued", sent_.rescued},
                    {"overflow_retries", overflow_retries_},
-                   {"engine_retries", engine_retries_},
+                   {"engine_retries", resend_ ? resend_->resends() : 0},
                    {"queued_ms", ticket_.waited().count()},
                    {"ttft_ms", sent_.ttft_ms},
                    {"total_ms", rec_.total_ms}});

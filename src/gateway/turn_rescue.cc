@@ -175,7 +175,7 @@ Result<Rescue> Turn::rescue(const std::string& reason, const ReplyAccumulator& r
   ReplayText text;
   const EventStreamEnd stream = stream_events(
       *g_.upstream_, "/completion", util::json_text(replay), [&](const std::string& data) { text.add_event(data); },
-      g_.upstream_timeout(0, false), &cancel_);
+      g_.engine_.upstream_timeout(0, false), &cancel_);
   if (stream.failure) return Error("rescue: " + stream.failure->message);
   const bool refused_output = stream.status != 200 && is_output_parse_error(stream.status, stream.error_body);
   if (stream.status != 200 && !refused_output) {

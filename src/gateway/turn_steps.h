@@ -103,7 +103,7 @@ class Turn {
   uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
   // 7. turn_send.cc: attempts until one is final.
   ApiStatus send();
-  bool retry_on_restarted_engine(const EngineEndpoint& before);
+  bool retry_on_restarted_engine();
   bool retry_with_reply_cap();
   bool retry_with_strict_template();
   bool cap_reply(uint64_t prompt);
@@ -193,7 +193,7 @@ class Turn {
   std::optional<EngineCounters> counters_before_;  // before the current attempt
   bool counters_missing_ = false;                  // the engine exported none: not asked again
   int overflow_retries_ = 0;
-  int engine_retries_ = 0;
+  std::optional<EngineResend> resend_;  // from send()
   uint64_t digest_ = 0;                // of the body as the client sent it (FatalRequests)
   FatalRequests::InFlight in_flight_;  // held while send() works with the engine
   bool template_retried_ = false;

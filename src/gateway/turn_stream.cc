@@ -86,7 +86,7 @@ SendOutcome Turn::attempt_stream() {
   // The engine's silence is judged by its slot's progress (upstream/silence_watch.h): a silent engine
   // that is working is waited for, up to kWorkingSilence times the time-out.
   constexpr int kWorkingSilence = 12;
-  const std::chrono::milliseconds timeout = g_.upstream_timeout(prompt_estimate(), false);
+  const std::chrono::milliseconds timeout = g_.engine_.upstream_timeout(prompt_estimate(), false);
   CancelScope attempt_cancel;
   SilenceWatch watch(*g_.upstream_, slot_, cancel_, attempt_cancel,
                      {.timeout = timeout, .poll = std::max(options_.keepalive, std::chrono::milliseconds(1000))},
@@ -185,7 +185,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
   SendOutcome& out = s.out;
   if (s.bad_events > 0) g_.metrics_.add("engine_bad_events_total", static_cast<double>(s.bad_events));
   if (!res.ok()) {
-    out.failure = g_.from_upstream_error(res.error());
+    out.failure = g_.engine_.from_upstream_error(res.error());
     out.upstream_failure = res.error().kind;
   } else if (s.parser.failed()) {
     out.failure = bad_gateway(fmt::format("the engine's answer is not an event stream (a line longer than {} bytes)",
@@ -193,7 +193,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
     if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream is not server-sent events");
   } else if (out.status != 200) {
     note_engine_error(out, out.status, s.error_body);
-    out.failure = g_.from_engine_answer(out.status, s.error_body);
+    out.failure = g_.engine_.from_engine_answer(out.status, s.error_body);
   } else if (s.parse_error && !cancel_.cancelled()) {
     rescue_stream(s);
   } else if (out.context_filled) {
