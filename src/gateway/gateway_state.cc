@@ -8,6 +8,7 @@
 
 namespace kvgate::gateway {
 
+using session::SessionStore;
 using session::StoredSession;
 using session::recognition_keys;
 

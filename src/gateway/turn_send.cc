@@ -45,15 +45,15 @@ ApiStatus Turn::send() {
     stream_opened_ = true;
   }
   if (plan::fails_when_reply_fills_context(options_.engine_fork) && counted_ > 0) cap_reply(counted_);
-  in_flight_ = g_.engine_.fatal().enter(digest_);
-  resend_.emplace(g_.engine_, digest_);
+  in_flight_ = s_.engine.fatal().enter(digest_);
+  resend_.emplace(s_.engine, digest_);
   for (;;) {
     resend_->before();
     sent_ = attempt();
     if (retry_on_restarted_engine() || retry_with_reply_cap() || retry_with_strict_template()) continue;
     if (!sent_.overflow || !options_.compaction || overflow_retries_ >= options_.max_overflow_retries) break;
     ++overflow_retries_;
-    g_.metrics_.add("overflow_retries_total");
+    s_.metrics.add("overflow_retries_total");
     // The engine counted more than we planned for (or its context is smaller): aim lower.
     KV_TRY(compact_to(overflow_target(counted_, sent_.overflow_prompt_tokens, sent_.overflow_context,
                                       options_.high_watermark_fraction, options_.low_watermark_fraction, reserve_),
@@ -86,7 +86,7 @@ bool Turn::retry_with_reply_cap() {
   filled_retried_ = true;
   if (counted_ == 0) recount();
   if (!cap_reply(counted_)) return false;
-  g_.metrics_.add("context_filled_retries_total");
+  s_.metrics.add("context_filled_retries_total");
   return true;
 }
 
@@ -96,7 +96,7 @@ bool Turn::retry_with_strict_template() {
   if (!sent_.template_error || template_retried_ || session_->template_repairs) return false;
   template_retried_ = true;
   session_->template_repairs = true;
-  g_.metrics_.add("history_repairs_total{kind=\"template_retry\"}");
+  s_.metrics.add("history_repairs_total{kind=\"template_retry\"}");
   return true;
 }
 
@@ -144,11 +144,11 @@ SendOutcome Turn::attempt() {
 SendOutcome Turn::attempt_whole() {
   SendOutcome out;
   DisconnectWatch watch([this] { return out_.client_gone(); }, cancel_);
-  auto res = g_.upstream_->call("POST", "/v1/chat/completions", upstream_text_,
-                                g_.engine_.upstream_timeout(prompt_estimate(), true), &cancel_);
+  auto res = s_.engine.upstream().call("POST", "/v1/chat/completions", upstream_text_,
+                                s_.engine.upstream_timeout(prompt_estimate(), true), &cancel_);
   std::optional<std::string> rescue_reason;
   if (!res.ok()) {
-    out.failure = g_.engine_.from_upstream_error(res.error());
+    out.failure = s_.engine.from_upstream_error(res.error());
     out.upstream_failure = res.error().kind;
   } else {
     read_whole(*res, out, rescue_reason);
@@ -161,7 +161,7 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
   out.status = r.status;
   if (r.status != 200) {
     const EngineErrorInfo e = note_engine_error(out, r.status, r.body);
-    out.failure = g_.engine_.from_engine_answer(r.status, r.body);
+    out.failure = s_.engine.from_engine_answer(r.status, r.body);
     if (e.kind == EngineErrorKind::kOutput) rescue_reason = e.message;
     return;
   }
@@ -192,7 +192,7 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
 void Turn::rescue_whole(SendOutcome& out, const std::string& reason) {
   auto rescued = rescue(reason, out.reply);
   if (!rescued.ok()) {
-    g_.metrics_.add("rescues_total{outcome=\"failed\"}");
+    s_.metrics.add("rescues_total{outcome=\"failed\"}");
     if (out.failure) out.failure->message += " (rescue failed: " + rescued.error().message() + ")";
     return;
   }
