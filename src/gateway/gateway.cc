@@ -8,6 +8,7 @@
 #include "gateway/chat_completions.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
+#include "gateway/path_error.h"
 #include "gateway/request_checks.h"
 #include "upstream/engine_errors.h"
 #include "upstream/reply.h"
@@ -168,24 +169,6 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
         fmt::format("{} is not allowed on {}", shown(request.method, 32), shown(request.path, 256)));
   }
   return not_found(fmt::format("no route for {} {}", shown(request.method, 32), shown(request.path, 256)));
-}
-
-namespace {
-
-// Anthropic's clients read errors in Anthropic's shape.
-bool anthropic_path(std::string_view path) { return path.starts_with("/v1/messages"); }
-
-std::string error_body(std::string_view path, const ApiError& error) {
-  if (!anthropic_path(path)) return error.body();
-  return util::json_text(wire::anthropic_error_body(anthropic_error_of(error)));
-}
-
-}  // namespace
-
-void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error) {
-  if (anthropic_path(path))
-    return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
-  send_api_error(writer, error);
 }
 
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {

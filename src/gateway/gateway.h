@@ -54,6 +54,7 @@
 #include "gateway/api_error.h"
 #include "gateway/engine_link.h"
 #include "gateway/gateway_options.h"
+#include "gateway/path_error.h"
 #include "gateway/request_limits.h"
 #include "gateway/response_store.h"
 #include "gateway/stream_relay.h"
@@ -77,10 +78,6 @@ using http::ResponseWriter;
 using session::Conversation;
 using session::Session;
 using session::SessionTable;
-
-// An error answer before any route's adapter took the request, in the shape its path's API
-// reads (Anthropic's on /v1/messages routes, OpenAI's elsewhere).
-void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error);
 
 class Gateway : private TurnHost {
  public:

@@ -20,14 +20,6 @@ using session::take_in;
 
 using nlohmann::json;
 
-std::optional<std::string> usable_conversation_id(std::string_view v) {
-  if (v.empty() || v.size() > 200) return std::nullopt;
-  for (char c : v) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '/') return std::nullopt;
-  }
-  return std::string(v);
-}
-
 TurnServices Gateway::turn_services() {
   return {.options = options_,
           .engine = engine_,
