@@ -194,9 +194,11 @@ class Gateway : private TurnHost {
   void status_page(const HttpRequest& request, ResponseWriter& writer);
   void status_asset(const HttpRequest& request, ResponseWriter& writer);
 
+  // What a chat turn is given of this gateway (run_turn): its components and itself as the
+  // TurnHost.
+  TurnServices turn_services();
   // TurnHost (turn_services.h): what a chat turn and the other routes share; the contracts
   // are there.
-  TurnServices turn_services();
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
                                                  const nlohmann::json& body,
                                                  const CompactionCall& call) override;
