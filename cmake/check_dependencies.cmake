@@ -1,7 +1,8 @@
 # Checks the dependency rule declared in src/dependencies.txt: every `#include "folder/..."` in
-# src/ and fuzz/ names the file's own folder or one its folder may use. Lists every include
-# that breaks the rule and fails; a folder missing from the declaration, or a cycle in it, is
-# an error too.
+# src/ and fuzz/ names the file's own folder or one its folder may use, and no production file
+# of a folder reaches, through any chain of includes, a file its `folder !> files` line names.
+# Lists every include that breaks the rule and fails; a folder missing from the declaration,
+# or a cycle in it, is an error too.
 # Usage: cmake -DSOURCE_DIR=<repository> -P check_dependencies.cmake
 cmake_minimum_required(VERSION 3.22)
 
@@ -10,6 +11,13 @@ file(STRINGS "${SOURCE_DIR}/src/dependencies.txt" lines)
 set(DECLARED "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^[ \t]*(#|$)")
+    continue()
+  endif()
+  if(line MATCHES "^([a-z_]+)[ \t]*!>(.*)$")
+    set(folder "${CMAKE_MATCH_1}")
+    string(REGEX MATCHALL "[^ \t]+" forbidden "${CMAKE_MATCH_2}")
+    list(APPEND FORBIDDEN_${folder} ${forbidden})
+    list(APPEND REACH_CHECKED "${folder}")
     continue()
   endif()
   if(NOT line MATCHES "^([a-z_]+):(.*)$")
@@ -61,7 +69,15 @@ foreach(source IN LISTS sources)
     list(APPEND allowed testing ${ALLOWED_testing})
   endif()
   file(STRINGS "${SOURCE_DIR}/${source}" includes REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  string(MAKE_C_IDENTIFIER "${source}" id)
+  set(INCLUDES_${id} "")
   foreach(include IN LISTS includes)
+    if(include MATCHES "\"([^\"]+)\"")
+      set(target "src/${CMAKE_MATCH_1}")
+      if(EXISTS "${SOURCE_DIR}/${target}")
+        list(APPEND INCLUDES_${id} "${target}")
+      endif()
+    endif()
     if(NOT include MATCHES "\"([^\"/]+)/[^\"]*\"")
       continue()  # a file of the same folder, by its bare name
     endif()
@@ -71,6 +87,34 @@ foreach(source IN LISTS sources)
       message(SEND_ERROR "${source}: ${include}: ${folder} may use only: ${may}")
       math(EXPR broken "${broken} + 1")
     endif()
+  endforeach()
+endforeach()
+
+# The `!>` lines: every production file of such a folder, its includes followed to the end.
+list(REMOVE_DUPLICATES REACH_CHECKED)
+foreach(folder IN LISTS REACH_CHECKED)
+  foreach(source IN LISTS sources)
+    if(NOT source MATCHES "^src/${folder}/" OR source MATCHES "_test\\.cc$")
+      continue()
+    endif()
+    set(seen "${source}")
+    set(pending "${source}")
+    while(pending)
+      list(POP_FRONT pending file)
+      string(MAKE_C_IDENTIFIER "${file}" id)
+      foreach(next IN LISTS INCLUDES_${id})
+        if(next IN_LIST seen)
+          continue()
+        endif()
+        list(APPEND seen "${next}")
+        list(APPEND pending "${next}")
+        string(REGEX REPLACE "^src/" "" shown "${next}")
+        if(shown IN_LIST FORBIDDEN_${folder})
+          message(SEND_ERROR "${source} reaches ${shown} (through ${file}): ${folder} may not (its !> line)")
+          math(EXPR broken "${broken} + 1")
+        endif()
+      endforeach()
+    endwhile()
   endforeach()
 endforeach()
 

@@ -56,4 +56,14 @@ http::HttpServerOptions front_options(const UpConfig& cfg) {
   return http;
 }
 
+gateway::FleetMember fleet_member(std::string name, gateway::Gateway& gateway, double weight,
+                                  std::function<void()> probe_now) {
+  gateway::Gateway* g = &gateway;
+  return {.name = std::move(name),
+          .handle = [g](const http::HttpRequest& r, http::ResponseWriter& w) { g->handle(r, w); },
+          .check_head = [g](const http::HttpRequest& head) { return g->check_head(head); },
+          .weight = weight,
+          .probe_now = std::move(probe_now)};
+}
+
 }  // namespace kvgate::cli

@@ -1,12 +1,15 @@
 // The gateway's options from `kvgate up`'s and `kvgate serve`'s resolved options and what is
 // known of the engine behind it (its slot context, slots, fork, longest token): one place for
-// the watermark arithmetic and the defaults both commands share; and its HTTP front's.
+// the watermark arithmetic and the defaults both commands share; its HTTP front's; and a
+// gateway as a member of a fleet.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "cli/up_options.h"
+#include "fleet/fleet.h"
 #include "gateway/gateway.h"
 #include "http/http_server.h"
 #include "plan/server_settings.h"
@@ -29,5 +32,10 @@ gateway::GatewayOptions gateway_options(const UpConfig& cfg, const EngineShape& 
 
 // The gateway's HTTP front (without its head check): --listen, --max-body, --allow-host.
 http::HttpServerOptions front_options(const UpConfig& cfg);
+
+// `gateway` (which outlives the fleet) as a fleet member: the fleet sees only its handler and
+// head check.
+gateway::FleetMember fleet_member(std::string name, gateway::Gateway& gateway, double weight,
+                                  std::function<void()> probe_now);
 
 }  // namespace kvgate::cli

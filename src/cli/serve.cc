@@ -391,10 +391,9 @@ std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Mem
                                            const UpConfig& cfg, gateway::Routing routing) {
   std::vector<gateway::FleetMember> fm;
   for (const auto& m : members) {
-    fm.push_back({.name = m->url.text(),
-                  .gateway = m->gateway.get(),
-                  .weight = static_cast<double>(std::clamp(m->learned.facts.slots.value_or(1), 1, 1000)),
-                  .probe_now = [w = m->watch.get()] { w->probe_now(); }});
+    fm.push_back(fleet_member(m->url.text(), *m->gateway,
+                              static_cast<double>(std::clamp(m->learned.facts.slots.value_or(1), 1, 1000)),
+                              [w = m->watch.get()] { w->probe_now(); }));
   }
   gateway::FleetOptions fo{.routing = routing};
   // New conversations strictly by load (weighted by slots): an engine above the average

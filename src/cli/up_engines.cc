@@ -97,10 +97,9 @@ std::unique_ptr<gateway::Fleet> make_fleet(const std::vector<std::unique_ptr<Uni
   for (size_t i = 0; i < units.size(); ++i) {
     engine::Supervisor* s = units[i]->supervisor.get();
     members.push_back(
-        {.name = fmt::format("engine-{}", i),
-         .gateway = units[i]->gateway.get(),
-         .weight = static_cast<double>(std::max<uint32_t>(1, units[i]->p.start.settings.parallel)),
-         .probe_now = [s] { s->report_upstream_failure("the gateway could not reach it"); }});
+        fleet_member(fmt::format("engine-{}", i), *units[i]->gateway,
+                     static_cast<double>(std::max<uint32_t>(1, units[i]->p.start.settings.parallel)),
+                     [s] { s->report_upstream_failure("the gateway could not reach it"); }));
   }
   gateway::FleetOptions fo;
   // New conversations strictly by load: above the average an engine would evict one

@@ -146,6 +146,36 @@ TEST_P(UpEngineFaultsTest, EngineKilledBetweenRequestsAndMidStream) {
        {"measured_ms", {{"request_after_kill", between_ms}, {"mid_stream_kill_to_end", st.ms}}}});
 }
 
+// A raw completion after the engine was SIGKILLed between two of them is answered, whole
+// and streamed, as a chat turn is: the request waits for the restart and is sent to the new
+// engine instead of failing with the old engine's refused connection.
+TEST_P(UpEngineFaultsTest, EngineKilledBetweenRawCompletions) {
+  auto model = synth(*gguf::synth_defaults("qwen3"));
+  start(args(model));
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(120s);
+  const json body = {{"prompt", "Lakes and rivers"}, {"max_tokens", 4}, {"logit_bias", bias_}};
+  auto a = testing::post_json(c, "/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.raw;
+
+  ::kill(up_->engine_pid(), SIGKILL);
+  a = testing::post_json(c, "/v1/completions", body);
+  EXPECT_EQ(a.status, 200) << a.raw << up_->output();
+  EXPECT_EQ(a.body.value("object", ""), "text_completion") << a.raw;
+  EXPECT_EQ(up_->engine_starts(), 2);
+
+  ::kill(up_->engine_pid(), SIGKILL);
+  json streamed = body;
+  streamed["stream"] = true;
+  auto s = c.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->status, 200) << s->body;
+  EXPECT_NE(s->body.find("data: [DONE]"), std::string::npos) << s->body;
+  EXPECT_EQ(s->body.find("\"error\""), std::string::npos) << s->body;
+  EXPECT_EQ(up_->engine_starts(), 3);
+  EXPECT_TRUE(up_->running());
+}
+
 TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   KVGATE_REQUIRE_LONG_SUITE();
   // A model slow enough to prefill for seconds on two cores.

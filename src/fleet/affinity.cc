@@ -5,7 +5,7 @@
 
 #include <xxhash.h>
 
-#include "gateway/chat_completions.h"
+#include "gateway/conversation_name.h"
 #include "util/json.h"
 
 namespace kvgate::gateway {

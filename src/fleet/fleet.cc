@@ -5,6 +5,7 @@
 #include "fleet/fleet_writers.h"
 #include "gateway/api_error.h"
 #include "gateway/json_headers.h"
+#include "gateway/path_error.h"
 #include "util/json.h"
 #include "util/log.h"
 
@@ -52,7 +53,7 @@ Fleet::Fleet(std::vector<FleetMember> members, FleetOptions options)
       failovers_(members_.size(), 0) {}
 
 http::HeadVerdict Fleet::check_head(const HttpRequest& head) const {
-  return members_.front().gateway->check_head(head);
+  return members_.front().check_head(head);
 }
 
 void Fleet::report_probe(size_t i, bool ok) {
@@ -76,7 +77,7 @@ void Fleet::handle(const HttpRequest& request, ResponseWriter& writer) {
   if (p.starts_with("/kvgate/v1/sessions/") || (request.method == "GET" && p.starts_with("/v1/responses/"))) {
     return first_found(request, writer);
   }
-  members_[first_up()].gateway->handle(request, writer);
+  members_[first_up()].handle(request, writer);
 }
 
 size_t Fleet::first_up() const {
@@ -157,7 +158,7 @@ void Fleet::conversation(const HttpRequest& request, ResponseWriter& writer) {
     const size_t i = *target;
     FailoverWriter out(writer, attempt + 1 < members_.size());
     serving = {&key, &clues.scope};
-    members_[i].gateway->handle(request, out);
+    members_[i].handle(request, out);
     serving = {};
     if (!out.held()) {
       const bool answered = out.status() >= 200 && out.status() < 300;
@@ -188,7 +189,7 @@ std::vector<HeldAnswer> Fleet::ask_each(const HttpRequest& request, ResponseWrit
   std::vector<HeldAnswer> answers;
   for (const auto& m : members_) {
     CapturedAnswer a(writer);
-    m.gateway->handle(request, a);
+    m.handle(request, a);
     answers.push_back(a.take());
   }
   return answers;
@@ -209,10 +210,10 @@ const HeldAnswer* first_refusal(const std::vector<HeldAnswer>& answers) {
 void Fleet::first_found(const HttpRequest& request, ResponseWriter& writer) {
   for (size_t i = 0; i + 1 < members_.size(); ++i) {
     CapturedAnswer a(writer);
-    members_[i].gateway->handle(request, a);
+    members_[i].handle(request, a);
     if (a.status() != 404) return a.take().send_to(writer);
   }
-  members_.back().gateway->handle(request, writer);
+  members_.back().handle(request, writer);
 }
 
 void Fleet::health(const HttpRequest& request, ResponseWriter& writer) {

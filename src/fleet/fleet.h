@@ -44,7 +44,7 @@
 #include "fleet/affinity.h"
 #include "fleet/fleet_writers.h"
 #include "fleet/router.h"
-#include "gateway/gateway.h"
+#include "http/http_server.h"
 
 namespace kvgate::gateway {
 
@@ -52,8 +52,11 @@ enum class Routing { kAffinity, kRoundRobin };
 std::optional<Routing> parse_routing(std::string_view text);  // "affinity", "round-robin"
 
 struct FleetMember {
-  std::string name;                 // the engine's address, as shown in reports
-  Gateway* gateway = nullptr;       // outlives the Fleet
+  std::string name;  // the engine's address, as shown in reports
+  // Its gateway's request handler and head check (Gateway::handle, Gateway::check_head): all
+  // the fleet knows of it, so that nothing here depends on how a gateway serves a request.
+  http::Handler handle;
+  http::HeadCheck check_head;
   double weight = 1;                // its share of new conversations (e.g. its slots)
   std::function<void()> probe_now;  // asks its health watch to look at once (may be empty)
 };

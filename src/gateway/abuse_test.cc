@@ -21,6 +21,7 @@
 namespace kvgate::gateway {
 
 using http::HttpServerOptions;
+using session::SessionStore;
 using session::StoredSession;
 using session::chain_hashes;
 using session::recognition_keys;

@@ -19,32 +19,6 @@ std::string data_event(const json& chunk) { return "data: " + util::json_text(ch
 
 }  // namespace
 
-std::optional<ConversationName> header_conversation(std::optional<std::string_view> session_header) {
-  if (!session_header) return std::nullopt;
-  if (auto id = usable_conversation_id(*session_header)) return ConversationName{*id, "header"};
-  return std::nullopt;
-}
-
-std::optional<ConversationName> cache_key_conversation(std::string_view key) {
-  if (auto id = usable_conversation_id(key)) return ConversationName{"cache:" + *id, "prompt_cache_key"};
-  return std::nullopt;
-}
-
-std::optional<ConversationName> named_conversation(std::optional<std::string_view> session_header,
-                                                   const json& body) {
-  if (auto named = header_conversation(session_header)) return named;
-  if (!body.is_object()) return std::nullopt;
-  if (auto key = body.find("prompt_cache_key"); key != body.end() && key->is_string()) {
-    if (auto named = cache_key_conversation(key->get_ref<const std::string&>())) return named;
-  }
-  if (auto user = body.find("user"); user != body.end() && user->is_string()) {
-    if (auto id = usable_conversation_id(user->get_ref<const std::string&>())) {
-      return ConversationName{"user:" + *id, "user"};
-    }
-  }
-  return std::nullopt;
-}
-
 void send_api_error(ResponseWriter& writer, const ApiError& error) {
   HeaderList headers = kJsonHeaders;
   if (error.retry_after_s) headers.emplace_back("Retry-After", std::to_string(*error.retry_after_s));

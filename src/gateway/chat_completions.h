@@ -19,21 +19,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/conversation_name.h"
 #include "gateway/stream_relay.h"
 #include "gateway/turn.h"
 #include "http/http_server.h"
 
 namespace kvgate::gateway {
-
-// The conversation a chat-completions request names: the X-Session-Id header, else the
-// `prompt_cache_key` field ("cache:" ID), else the `user` field ("user:" ID); each only when
-// usable_conversation_id accepts it.
-std::optional<ConversationName> named_conversation(std::optional<std::string_view> session_header,
-                                                   const nlohmann::json& body);
-// The pieces of it the other wire APIs use: the X-Session-Id header's conversation, and the
-// one a `prompt_cache_key` names ("cache:" ID).
-std::optional<ConversationName> header_conversation(std::optional<std::string_view> session_header);
-std::optional<ConversationName> cache_key_conversation(std::string_view key);
 
 class ChatCompletionsAdapter final : public TurnOutput {
  public:

@@ -56,7 +56,7 @@ std::optional<json> Gateway::rescue_completion(const json& body, const std::stri
   ReplayText text;
   const EventStreamEnd stream = stream_events(
       *upstream_, "/completion", util::json_text(replay_completion_body(body, body["prompt"])),
-      [&](const std::string& data) { text.add_event(data); }, upstream_timeout(0, false), &cancel);
+      [&](const std::string& data) { text.add_event(data); }, engine_.upstream_timeout(0, false), &cancel);
   if (stream.failure) return std::nullopt;
   if (stream.status != 200 && !is_output_parse_error(stream.status, stream.error_body)) return std::nullopt;
   const std::string content = rescue::sanitize_utf8(text.text());

@@ -1,9 +1,9 @@
 // Gateway: POST /v1/completions, a raw text completion. Checked as chat bodies are (JSON,
 // answer size, grammar and schema work, a body that once stopped the engine), admitted, sent
 // to a slot that holds only the caller's key's content, and relayed whole or as a stream,
-// with the model named by its id. As for a chat turn (turn_send.cc), a request the engine
-// failed before any of its answer reached the client is sent once more to the restarted
-// engine, and an output the engine's parser refused is answered (completion_rescue.cc).
+// with the model named by its id. A request the engine failed before any of its answer reached
+// the client is sent once more to the restarted engine by the chat turn's own EngineResend
+// (engine_link.h), and an output the engine's parser refused is answered (completion_rescue.cc).
 #include <fmt/format.h>
 
 #include "gateway/chat_request.h"
@@ -38,18 +38,20 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
       // The engine names the model by its file's path: the client gets the id it knows.
       .model = answer_model_for(body, options_.model_name),
       .client_gone = [&writer] { return writer.client_gone(); }};
-  if (fatal_.fatal(c.digest)) return send_error(writer, fatal_request_error(true));
+  if (engine_.fatal().fatal(c.digest)) return send_error(writer, fatal_request_error(true));
   auto ticket = admit(fmt::format("completion:{}", ++request_serial_), c.client_gone, c.rec);
   if (!ticket.ok()) {
     metrics_.record(c.rec);
     if (!client_left(ticket.error())) send_error(writer, ticket.error());
     return;
   }
-  if (auto ready = wait_for_engine(c.client_gone); !ready.ok()) return send_error(writer, ready.error());
+  if (auto ready = engine_.wait_for_engine(c.client_gone); !ready.ok())
+    return send_error(writer, ready.error());
   // The engine puts a raw completion in a slot of its choosing: what any slot holds is then
   // unknown (saved first, so no conversation loses more than its cache).
-  if (kv_) kv_->before_foreign_use(engine_generation_.load());
-  const FatalRequests::InFlight in_flight = fatal_.enter(c.digest);
+  if (kv_) kv_->before_foreign_use(engine_.generation());
+  const FatalRequests::InFlight in_flight = engine_.fatal().enter(c.digest);
+  c.resend.emplace(engine_, c.digest);
   c.sent = body;
   if (!c.sent.contains("seed") || !c.sent["seed"].is_number_integer()) c.sent["seed"] = replay_seed();
   if (tenants_.isolating()) {
@@ -69,16 +71,9 @@ void Gateway::completions(const HttpRequest& request, ResponseWriter& writer) {
   metrics_.record(c.rec);
 }
 
-bool Gateway::retry_completion(RawCompletion& c, const EngineEndpoint& before, const UpstreamError& error,
-                               CancelScope& cancel) {
-  if (!lost_before_answering(error.kind) || cancel.cancelled() || c.engine_retries >= 1) return false;
-  ++c.engine_retries;
-  if (!wait_for_engine_again(before, c.client_gone)) return false;
-  // A request that was alone with the engine when it was lost is what took it down: it is
-  // not sent again (fatal_requests.h).
-  if (fatal_.fatal(c.digest)) return false;
-  metrics_.add("engine_retries_total");
-  return true;
+bool Gateway::send_again(RawCompletion& c, const UpstreamError& error, const CancelScope& cancel) {
+  // One that took the engine down is answered as such below.
+  return c.resend->again(error.kind, cancel, c.client_gone) == EngineResend::Verdict::kAgain;
 }
 
 void Gateway::completion_whole(RawCompletion& c, ResponseWriter& writer) {
@@ -86,14 +81,15 @@ void Gateway::completion_whole(RawCompletion& c, ResponseWriter& writer) {
   const std::string text = util::json_text(c.sent);
   UpstreamResult<UpstreamResponse> res = UpstreamError{};
   for (;;) {
-    const EngineEndpoint before = upstream_->endpoint();
+    c.resend->before();
     std::optional<DisconnectWatch> watch(std::in_place, c.client_gone, cancel);
-    res = upstream_->call("POST", "/v1/completions", text, upstream_timeout(0, true), &cancel);
+    res = upstream_->call("POST", "/v1/completions", text, engine_.upstream_timeout(0, true), &cancel);
     watch.reset();
-    if (res.ok() || !retry_completion(c, before, res.error(), cancel)) break;
+    if (res.ok() || !send_again(c, res.error(), cancel)) break;
   }
   if (!res.ok()) {
-    auto e = fatal_.fatal(c.digest) ? fatal_request_error(false) : from_upstream_error(res.error());
+    auto e = engine_.fatal().fatal(c.digest) ? fatal_request_error(false)
+                                             : engine_.from_upstream_error(res.error());
     c.rec.status = e.status;
     c.rec.error_kind = e.code.value_or("upstream");
     if (res.error().kind != UpstreamFailure::kCancelled) send_error(writer, e);
@@ -102,7 +98,7 @@ void Gateway::completion_whole(RawCompletion& c, ResponseWriter& writer) {
   const UpstreamResponse& r = *res;
   c.rec.status = r.status;
   if (r.status == 200) {
-    engine_answered();
+    engine_.answered();
     json answer = json::parse(r.body, nullptr, false);
     record_usage(c.rec, usage_from(answer));
     if (rename_model(answer, c.model)) {
@@ -113,12 +109,12 @@ void Gateway::completion_whole(RawCompletion& c, ResponseWriter& writer) {
   } else if (auto rescued = is_output_parse_error(r.status, r.body)
                                 ? rescue_completion(c.sent, c.model, r.body, cancel)
                                 : std::nullopt) {
-    engine_answered();
+    engine_.answered();
     c.rec.status = 200;
     record_usage(c.rec, usage_from(*rescued));
     send_json(writer, 200, *rescued);
   } else {
-    send_error(writer, from_engine_answer(r.status, r.body));
+    send_error(writer, engine_.from_engine_answer(r.status, r.body));
   }
 }
 
@@ -170,22 +166,22 @@ void Gateway::completion_stream(RawCompletion& c, ResponseWriter& writer) {
   const std::string text = util::json_text(c.sent);
   UpstreamResult<int> res = UpstreamError{};
   for (;;) {
-    const EngineEndpoint before = upstream_->endpoint();
+    c.resend->before();
     res = upstream_->stream("/v1/completions", text, {.on_start = on_start, .on_data = relay_events},
-                            upstream_timeout(0, false), &cancel);
+                            engine_.upstream_timeout(0, false), &cancel);
     // Again only when nothing of the engine's answer was relayed (its head not even read).
-    if (res.ok() || status != 0 || !retry_completion(c, before, res.error(), cancel)) break;
+    if (res.ok() || status != 0 || !send_again(c, res.error(), cancel)) break;
   }
   c.rec.status = status;
-  if (status == 200 && res.ok()) engine_answered();
+  if (status == 200 && res.ok()) engine_.answered();
   if (!res.ok()) {
-    auto e =
-        status == 0 && fatal_.fatal(c.digest) ? fatal_request_error(false) : from_upstream_error(res.error());
+    auto e = status == 0 && engine_.fatal().fatal(c.digest) ? fatal_request_error(false)
+                                                            : engine_.from_upstream_error(res.error());
     c.rec.status = e.status;
     c.rec.error_kind = e.code.value_or("upstream");
     if (res.error().kind != UpstreamFailure::kCancelled) fail(e);
   } else if (status != 200) {
-    fail(from_engine_answer(status, error_body));
+    fail(engine_.from_engine_answer(status, error_body));
   }
   relay.finish();
 }

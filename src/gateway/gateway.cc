@@ -8,6 +8,7 @@
 #include "gateway/chat_completions.h"
 #include "gateway/json_headers.h"
 #include "gateway/messages_api.h"
+#include "gateway/path_error.h"
 #include "gateway/request_checks.h"
 #include "upstream/engine_errors.h"
 #include "upstream/reply.h"
@@ -44,6 +45,16 @@ AdmissionOptions admission_options(const GatewayOptions& o) {
   return a;
 }
 
+EngineLinkOptions engine_link_options(const GatewayOptions& o) {
+  return {.wait_for_engine = o.wait_for_engine,
+          .wait_for_restart = o.wait_for_restart,
+          .initial_prefill_ms_per_token = o.initial_prefill_ms_per_token,
+          .min_upstream_timeout = o.min_upstream_timeout,
+          .generation_timeout = o.generation_timeout,
+          .on_engine_failure = o.on_engine_failure,
+          .on_requests_failing = o.on_requests_failing};
+}
+
 }  // namespace
 
 Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
@@ -53,7 +64,7 @@ Gateway::Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream)
       slots_(options_.slots),
       tenants_(options_.slots, options_.api_keys.size() > 1),
       tokens_(*upstream_),
-      prefill_ms_per_token_(options_.initial_prefill_ms_per_token),
+      engine_(engine_link_options(options_), *upstream_, metrics_),
       admission_(admission_options(options_)) {
   tokens_.set_time_limit(options_.count_time_limit);
   tokens_.set_counting(options_.counting, options_.counting_model);
@@ -77,7 +88,7 @@ Status Gateway::open_kv_states() {
 }
 
 void Gateway::save_kv_states() {
-  if (kv_) kv_->save_all(engine_generation_.load());
+  if (kv_) kv_->save_all(engine_.generation());
 }
 
 RequestLimits Gateway::request_limits() {
@@ -160,24 +171,6 @@ Result<Gateway::Routed, ApiError> Gateway::route_for(const HttpRequest& request)
   return not_found(fmt::format("no route for {} {}", shown(request.method, 32), shown(request.path, 256)));
 }
 
-namespace {
-
-// Anthropic's clients read errors in Anthropic's shape.
-bool anthropic_path(std::string_view path) { return path.starts_with("/v1/messages"); }
-
-std::string error_body(std::string_view path, const ApiError& error) {
-  if (!anthropic_path(path)) return error.body();
-  return util::json_text(wire::anthropic_error_body(anthropic_error_of(error)));
-}
-
-}  // namespace
-
-void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error) {
-  if (anthropic_path(path))
-    return send_anthropic_error(writer, anthropic_error_of(error), error.retry_after_s);
-  send_api_error(writer, error);
-}
-
 HeadVerdict Gateway::check_head(const HttpRequest& head) const {
   HeadVerdict v{.authenticated = authorised(head)};
   auto route = route_for(head);
@@ -228,7 +221,7 @@ void Gateway::send_json(ResponseWriter& writer, int status, const json& body) {
 }
 
 void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
-  if (auto ready = wait_for_engine([&writer] { return writer.client_gone(); }); !ready.ok()) {
+  if (auto ready = engine_.wait_for_engine([&writer] { return writer.client_gone(); }); !ready.ok()) {
     return send_error(writer, ready.error());
   }
   std::string path = request.path;
@@ -236,7 +229,7 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
   auto res = upstream_->call(request.method, path, request.body, std::chrono::seconds(120));
   RequestRecord rec{.route = "passthrough"};
   if (!res.ok()) {
-    auto e = from_upstream_error(res.error());
+    auto e = engine_.from_upstream_error(res.error());
     rec.status = e.status;
     rec.error_kind = e.code.value_or("upstream");
     send_error(writer, e);
@@ -244,7 +237,7 @@ void Gateway::passthrough(const HttpRequest& request, ResponseWriter& writer) {
     const UpstreamResponse& r = *res;
     rec.status = r.status;
     if (r.status >= 400) {
-      send_error(writer, from_engine_answer(r.status, r.body));
+      send_error(writer, engine_.from_engine_answer(r.status, r.body));
     } else if (request.path == "/slots") {
       // Another conversation's prompt and sampling text never pass (upstream/slot_listing.h).
       auto slots = json::parse(r.body, nullptr, false);
@@ -316,7 +309,7 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
       {"queue", admission_.to_json()},
       {"session_store",
        !store_ ? json(nullptr) : json{{"path", store_->path().string()}, {"failing", store_failing_.load()}}},
-      {"prefill_ms_per_token", prefill_ms_per_token_.load()},
+      {"prefill_ms_per_token", engine_.prefill_ms_per_token()},
       {"token_accounting",
        {{"counts", ts.counts},
         {"pieces_tokenized", ts.pieces_tokenized},
@@ -328,7 +321,7 @@ void Gateway::status(const HttpRequest& request, ResponseWriter& writer) {
         {"counting", counting_name(tokens_.counting())},
         {"estimate_tokens_per_unit", ts.tokens_per_unit ? json(*ts.tokens_per_unit) : json(nullptr)}}},
       {"throughput",
-       {{"prefill_ms_per_token", prefill_ms_per_token_.load()},
+       {{"prefill_ms_per_token", engine_.prefill_ms_per_token()},
         {"recent", metrics_.recent(options_.api_keys.empty() ? std::nullopt : std::optional(scope))}}},
       {"bench_prefill", options_.bench_prefill},
       {"metrics", metrics_.to_json()}};

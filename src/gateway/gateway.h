@@ -52,22 +52,20 @@
 
 #include "gateway/admission.h"
 #include "gateway/api_error.h"
-#include "gateway/fatal_requests.h"
+#include "gateway/engine_link.h"
+#include "gateway/gateway_options.h"
+#include "gateway/path_error.h"
 #include "gateway/request_limits.h"
 #include "gateway/response_store.h"
 #include "gateway/stream_relay.h"
 #include "gateway/turn.h"
+#include "gateway/turn_services.h"
 #include "http/http_server.h"
 #include "kvstate/kv_keeper.h"
 #include "kvstate/slot_tenants.h"
 #include "metrics/metrics.h"
-#include "plan/engine_quirks.h"
-#include "session/compactor.h"
 #include "session/session.h"
 #include "session/session_store.h"
-#include "session/stabiliser.h"
-#include "session/thinking.h"
-#include "upstream/reply.h"
 #include "upstream/tokens.h"
 #include "upstream/upstream.h"
 #include "wire/responses_request.h"
@@ -77,119 +75,14 @@ namespace kvgate::gateway {
 using http::HeadVerdict;
 using http::HttpRequest;
 using http::ResponseWriter;
-using session::BreakCause;
-using session::CompactionOptions;
 using session::Conversation;
 using session::Session;
-using session::SessionStore;
 using session::SessionTable;
-using session::SlotPool;
-using session::StabiliserOptions;
-using session::ThinkingOptions;
 
-struct GatewayOptions {
-  // Keys clients authenticate with; none: no authentication. Each key is its own scope:
-  // conversations made with one key cannot be reached, listed or continued with another.
-  std::vector<std::string> api_keys;
-  int slots = 1;  // engine slots (-np); sessions are pinned to them
-  size_t max_sessions = 1024;
-  // The session store's retention (SessionStore::prune): sessions unused for longer than
-  // `session_retention_age`, then all but the `session_retention_count` most recently used,
-  // are removed when the store is opened and every `session_prune_every` while saving; 0
-  // turns a bound off (kvgate up --session-retention, --max-stored-sessions).
-  std::chrono::seconds session_retention_age{std::chrono::hours(24 * 30)};
-  int64_t session_retention_count = 20000;
-  std::chrono::seconds session_prune_every{600};
-  ThinkingOptions thinking;
-  bool count_tokens = true;          // exact prompt accounting where compaction needs it
-  bool always_count_tokens = false;  // count every request exactly, even far below the watermark
-  // How the engine counts prompts (tokens.h): kRender with /apply-template; kChatTokenize
-  // with vLLM's /tokenize of chat messages (naming `counting_model` when a request names no
-  // model); kEstimate where it cannot: estimates from the request's size at a rate learned
-  // from the engine's answers (token_estimate.h).
-  Counting counting = Counting::kRender;
-  std::string counting_model;
-  std::chrono::milliseconds stream_head_grace{1500};
-  std::chrono::milliseconds keepalive{10000};
-  std::chrono::milliseconds wait_for_engine{30000};  // engine restarting: wait this long, then 503
-  // While the supervisor brings a new engine up (EngineEndpoint::coming_back), the wait is
-  // this long instead when longer: as long as the supervisor gives a start (kvgate up: its
-  // --start-timeout + --ready-timeout), so a restart slower than wait_for_engine on a busy
-  // machine does not fail the requests that wait for it.
-  std::chrono::milliseconds wait_for_restart{0};
-  double initial_prefill_ms_per_token = 20.0;  // until measured
-  // The engine's silence kvgate waits through (before the first byte: at least this, more
-  // for long prompts at the measured prefill speed; between stream events: this), then 504
-  // or an in-stream error.
-  std::chrono::seconds min_upstream_timeout{300};
-  // Added for a non-streamed answer, which arrives only when the whole reply is generated.
-  std::chrono::seconds generation_timeout{600};
-  // The output limit (max_tokens) the engine is given for a chat turn whose client set none
-  // (Codex sends none): a generation nobody capped ends as "length" instead of decoding until
-  // the context is full. 0: none.
-  uint64_t default_max_tokens = 16384;
-  // Requests working with the engine and waiting (see admission.h); max_active 0 = `slots`.
-  AdmissionOptions admission{.max_active = 0};
-  std::string model_name = "kvgate";
-  // The engine's fork: its quirks (plan/engine_quirks.h) that the gateway corrects.
-  plan::Fork engine_fork = plan::Fork::kMainline;
-  // The engine moves cached chunks into place after a deletion (mainline --cache-reuse on an
-  // attention-only model): a client's window that dropped messages at the front then costs
-  // its increment, and the gateway follows the window instead of dropping more of it.
-  bool engine_shifts = false;
-  // Bounds on one request's work (request_limits.h): messages per chat request, the longest
-  // vocabulary entry in bytes (0: unknown; with the context it refuses a newest user message
-  // that cannot fit), the time one token count may take (tokens.h). The compaction time
-  // limit is compaction_options.time_limit.
-  size_t max_messages = 4096;
-  uint64_t max_token_bytes = 0;
-  std::chrono::milliseconds count_time_limit{30000};
-
-  // Context management (see compactor.h, stabiliser.h).
-  bool compaction = true;
-  std::optional<uint64_t> context_tokens;         // per-slot context; default: asked from the engine
-  std::optional<uint64_t> high_watermark_tokens;  // default: high_watermark_fraction of the context
-  double high_watermark_fraction = 0.8;
-  double low_watermark_fraction = 0.55;  // of the high watermark
-  uint64_t reply_reserve_tokens = 1024;  // room kept for the reply when max_tokens is not given
-  CompactionOptions compaction_options{.time_limit = std::chrono::seconds(60)};
-  bool model_summaries = true;  // L2 asks the engine; off: extractive only
-  std::chrono::seconds summary_timeout{120};
-  StabiliserOptions stabiliser;
-  int max_overflow_retries = 2;
-  // Conversations' engine state saved to disk and restored (kv_keeper.h); off unless set.
-  KvOptions kv;
-  // Told when the engine cannot be reached or fails a request with a 5xx it did not
-  // explain (the supervisor then probes it at once). Called from request threads.
-  std::function<void(const std::string& what)> on_engine_failure;
-  // Told when the engine failed requests with unexplained 5xx answers several times in a row
-  // (it answers, but does not work: the supervisor then probes with real completions).
-  std::function<void(const std::string& what)> on_requests_failing;
-  // The status page's engine and memory panels (kvgate up: the supervisor and the plan):
-  // an object whose "engine" members join the status's "engine" and whose other members
-  // (e.g. "memory") are added to the status. Called per status request; must not block.
-  std::function<nlohmann::json()> engine_report;
-  // The last `kvgate bench prefill` report (its prefill.json), shown on the status page.
-  nlohmann::json bench_prefill;
-  // Gateways of one fleet (fleet.h) share the stored Responses answers, so a continuation by
-  // previous_response_id works on any engine; none: the gateway keeps its own.
-  std::shared_ptr<ResponseStore> responses;
-  // Each turn's engine request carries the conversation's id (its session id, stable across
-  // turns) in this body field (e.g. "user"), and in the endpoint's conversation_header: a
-  // router in front of several engines keeps the conversation where its KV is. Empty: none.
-  std::string conversation_field;
-  // Told, on the request's thread, the id of each Responses answer stored.
-  std::function<void(const std::string& id)> on_response_stored;
-};
-
-// An error answer before any route's adapter took the request, in the shape its path's API
-// reads (Anthropic's on /v1/messages routes, OpenAI's elsewhere).
-void send_error_for(std::string_view path, ResponseWriter& writer, const ApiError& error);
-
-class Gateway {
+class Gateway : private TurnHost {
  public:
   Gateway(GatewayOptions options, std::shared_ptr<Upstream> upstream);
-  ~Gateway();
+  ~Gateway() override;
 
   // Makes sessions durable in the SQLite file at `path` (created if missing). Sessions of
   // earlier runs are found again by their conversations. Call before serving.
@@ -273,15 +166,14 @@ class Gateway {
     RequestRecord rec;
     std::string model;  // the id answers carry
     std::function<bool()> client_gone;
-    nlohmann::json sent;  // the body sent to the engine
-    int engine_retries = 0;
+    nlohmann::json sent;                 // the body sent to the engine
+    std::optional<EngineResend> resend;  // as a chat turn's (turn_send.cc)
   };
   void completions(const HttpRequest& request, ResponseWriter& writer);
   void completion_whole(RawCompletion& c, ResponseWriter& writer);
   void completion_stream(RawCompletion& c, ResponseWriter& writer);
-  // After a failed attempt (`before`: the engine it was sent to): whether to send it again.
-  bool retry_completion(RawCompletion& c, const EngineEndpoint& before, const UpstreamError& error,
-                        CancelScope& cancel);
+  // After a failed attempt, nothing of it relayed: whether to send it again.
+  static bool send_again(RawCompletion& c, const UpstreamError& error, const CancelScope& cancel);
   // A raw completion whose output the engine's parser refused (completion_rescue.cc): the
   // answer replayed and marked raw; nullopt when it cannot be (several prompts or choices, the
   // replay failed otherwise) and the engine's error stands.
@@ -302,47 +194,27 @@ class Gateway {
   void status_page(const HttpRequest& request, ResponseWriter& writer);
   void status_asset(const HttpRequest& request, ResponseWriter& writer);
 
-  friend class Turn;  // turn_steps.h: the steps of a chat turn use the gateway's components
-
-  // One compaction of `conv` (a session's conversation, or a turn's copy of it; the caller
-  // holds the session's turn), shared by chat turns and the manual route
-  // (gateway_compaction.cc): counted with `body`'s tools and template arguments, summaries
-  // asked from the engine in `slot`. The conversation is replaced by the compacted one; the
-  // result is the compaction's event (as sessions list it), logged and counted. A compaction
-  // that cannot reach the target is a context_length_exceeded error.
-  struct CompactionCall {
-    uint64_t target = 0;
-    uint64_t first_new = 0;             // history index of the first message of the current request
-    const char* trigger = "watermark";  // "watermark", "overflow", "window" or "manual"
-    int slot = 0;
-    bool summaries = true;          // false: drop the oldest turns (CompactionOptions::summaries)
-    uint64_t fit = 0;               // CompactionOptions::fit_tokens
-    std::string_view tools_text;    // the request's tools as sent (ChatRequest::tools_text)
-    std::string_view instructions;  // the client's own summary instruction (context management)
-  };
+  // What a chat turn is given of this gateway (run_turn): its components and itself as the
+  // TurnHost.
+  TurnServices turn_services();
+  // TurnHost (turn_services.h): what a chat turn and the other routes share; the contracts
+  // are there.
   ApiResult<nlohmann::json> compact_conversation(Session& session, Conversation& conv,
-                                                 const nlohmann::json& body, const CompactionCall& call);
-  // A compaction's event ({"level", "trigger", …}) stamped with its time, logged with the
-  // session's id and counted (compactions_total{level,trigger}); returned as sessions list it.
-  nlohmann::json record_compaction(const Session& session, nlohmann::json event);
-  // Context size per slot (from options or the engine's /props), 0 if unknown.
-  uint64_t context_tokens();
-  // The messages sent upstream for `view` in a request with `body` (its thinking decided).
-  nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body);
-  // chat_template_kwargs.preserve_thinking for a request with thinking off, where it helps
-  // and the client did not set it.
-  void mark_template_kwargs(nlohmann::json& body);
-  // The bounds check_chat_limits() applies (the context only asked for when it is used).
-  RequestLimits request_limits();
-  // Engine-written summary of history before `until`, asked as a continuation of the cached
-  // prompt (`continuation`) or of `c`'s own view (one fitted to the context).
+                                                 const nlohmann::json& body,
+                                                 const CompactionCall& call) override;
+  nlohmann::json record_compaction(const Session& session, nlohmann::json event) override;
+  uint64_t context_tokens() override;
+  nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body) override;
+  void mark_template_kwargs(nlohmann::json& body) override;
+  RequestLimits request_limits() override;
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body,
                                      const CompactionCall& call, const Conversation& c, uint64_t until,
-                                     uint64_t max_tokens, bool continuation, nlohmann::json& stats);
-  // Saves the session (state, keys, new compaction events; the caller holds its turn); after a
-  // save that works, also the sessions whose saves failed before (the store was full, read-only
-  // or locked).
-  Status persist(Session& session, const std::vector<nlohmann::json>& new_compactions);
+                                     uint64_t max_tokens, bool continuation, nlohmann::json& stats) override;
+  Status persist(Session& session, const std::vector<nlohmann::json>& new_compactions) override;
+  ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone,
+                                     RequestRecord& rec) override;
+  bool keep_slot_private(int slot, const std::string& scope, bool own_state) override;
+
   // One save; logs and counts a failure and remembers the session as unsaved.
   Status save_session(Session& session, const std::vector<nlohmann::json>& new_compactions);
   void save_unsaved_sessions(const std::string& just_saved);
@@ -353,44 +225,16 @@ class Gateway {
   bool authorised(const HttpRequest& request) const { return caller_scope(request).has_value(); }
   void send_error(ResponseWriter& writer, const ApiError& error);
   void send_json(ResponseWriter& writer, int status, const nlohmann::json& body);
-  // Whether a request's client has gone (polled while it waits).
-  using ClientGone = std::function<bool()>;
-  // Waits (up to options_.wait_for_engine, or wait_for_restart while one is coming back) for
-  // the engine to be available; 503 when it is not.
-  ApiStatus wait_for_engine(const ClientGone& client_gone);
-  std::chrono::milliseconds engine_wait(const EngineEndpoint& ep) const;
-  // After the engine failed a request before answering it: waits until the engine was seen
-  // to restart (or stays the same engine for a moment: a transient failure). True when a
-  // retry may go ahead.
-  bool wait_for_engine_again(const EngineEndpoint& before, const ClientGone& client_gone);
-  // A place with the engine for `key` (admission.h). On refusal the request record is filled
-  // and the error is the one to answer (client_left(): nothing to answer).
-  ApiResult<Admission::Ticket> admit(const std::string& key, const ClientGone& client_gone,
-                                     RequestRecord& rec);
-  // The engine answered (successfully or with an explained error): not failing.
-  void engine_answered() { engine_errors_in_row_ = 0; }
-  ApiError from_upstream_error(const UpstreamError& e) const;
-  // Relays an engine error answer (status + body) as an OpenAI-format error.
-  ApiError from_engine_answer(int status, const std::string& body) const;
-  std::chrono::milliseconds upstream_timeout(uint64_t prompt_tokens, bool whole_answer) const;
-  void learn_prefill_speed(double ms_per_token, uint64_t tokens);
-  // Before content of `scope` goes to `slot` (slot_tenants.h): with several keys, clears the
-  // slot when it may hold another key's content, unless `own_state` (the scope's own saved
-  // state was restored into it, replacing what it held). False when the slot could not be
-  // cleared: the request must then not reuse the slot's cache (cache_prompt false).
-  bool keep_slot_private(int slot, const std::string& scope, bool own_state);
 
   GatewayOptions options_;
   std::shared_ptr<Upstream> upstream_;
   SessionTable sessions_;
-  SlotPool slots_;
+  session::SlotPool slots_;
   SlotTenants tenants_;  // with several keys: whose content each slot holds
   TokenCounter tokens_;
   Metrics metrics_;
-  std::atomic<double> prefill_ms_per_token_;
-  std::atomic<uint64_t> engine_generation_{0};
-  FatalRequests fatal_;  // requests that were with the engine when it was lost
-  std::unique_ptr<SessionStore> store_;
+  EngineLink engine_;
+  std::unique_ptr<session::SessionStore> store_;
   std::shared_ptr<ResponseStore>
       responses_;  // for previous_response_id; written through to a store once open
   std::unique_ptr<KvKeeper> kv_;
@@ -401,7 +245,6 @@ class Gateway {
   std::atomic<int64_t> pruned_at_ms_{0};                 // steady-clock ms of the last prune
   void prune_store();                                    // REQUIRES: store_ open
   Admission admission_;
-  mutable std::atomic<int> engine_errors_in_row_{0};  // unexplained engine 5xx since the last good answer
   std::atomic<uint64_t> request_serial_{0};
   std::mutex context_mu_;
   uint64_t context_tokens_ = 0;                  // guarded by context_mu_

@@ -5,6 +5,7 @@
 #include "gateway/chat_request.h"
 #include "gateway/gateway.h"
 #include "gateway/turn_budget.h"
+#include "upstream/reply.h"
 #include "util/json.h"
 #include "util/log.h"
 #include "util/time.h"

@@ -8,6 +8,7 @@
 
 namespace kvgate::gateway {
 
+using session::SessionStore;
 using session::StoredSession;
 using session::recognition_keys;
 
@@ -182,7 +183,7 @@ Status Gateway::save_session(Session& session, const std::vector<json>& new_comp
 uint64_t Gateway::context_tokens() {
   if (options_.context_tokens) return *options_.context_tokens;
   std::lock_guard lock(context_mu_);
-  if (context_generation_ == engine_generation_.load() && context_tokens_ > 0) return context_tokens_;
+  if (context_generation_ == engine_.generation() && context_tokens_ > 0) return context_tokens_;
   auto res = upstream_->call("GET", "/props", "", std::chrono::seconds(10));
   if (res.ok() && res->status == 200) {
     auto j = json::parse(res->body, nullptr, false);
@@ -199,7 +200,7 @@ uint64_t Gateway::context_tokens() {
     }
     if (n > 0) {
       context_tokens_ = n;
-      context_generation_ = engine_generation_.load();
+      context_generation_ = engine_.generation();
     }
   }
   return context_tokens_;

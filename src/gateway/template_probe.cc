@@ -39,7 +39,7 @@ json probe_messages(bool mark, bool tool_turn) {
 
 Gateway::TemplateMarks Gateway::template_marks() {
   std::lock_guard lock(probe_mu_);
-  const uint64_t generation = engine_generation_.load();
+  const uint64_t generation = engine_.generation();
   const auto now = std::chrono::steady_clock::now();
   // Asked once per engine start; an engine that did not answer is asked again a minute later
   // (a turn never waits on a silent engine for more than the probe's short time-out).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "gateway/gateway.h"
 #include "upstream/model_id.h"
 #include "upstream/rescue_replay.h"
 #include "gateway/turn_steps.h"
@@ -19,21 +20,24 @@ using session::take_in;
 
 using nlohmann::json;
 
-std::optional<std::string> usable_conversation_id(std::string_view v) {
-  if (v.empty() || v.size() > 200) return std::nullopt;
-  for (char c : v) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '/') return std::nullopt;
-  }
-  return std::string(v);
+TurnServices Gateway::turn_services() {
+  return {.options = options_,
+          .engine = engine_,
+          .sessions = sessions_,
+          .slots = slots_,
+          .tokens = tokens_,
+          .metrics = metrics_,
+          .kv = kv_.get(),
+          .host = *this};
 }
 
 void Gateway::run_turn(TurnInput input, TurnOutput& output) {
-  Turn turn(*this, std::move(input), output);
+  Turn turn(turn_services(), std::move(input), output);
   turn.run();
 }
 
-Turn::Turn(Gateway& gateway, TurnInput input, TurnOutput& output)
-    : g_(gateway), options_(gateway.options_), in_(std::move(input)), out_(output) {
+Turn::Turn(const TurnServices& services, TurnInput input, TurnOutput& output)
+    : s_(services), options_(services.options), in_(std::move(input)), out_(output) {
   rec_.route = in_.api;
 }
 
@@ -43,7 +47,7 @@ Turn::~Turn() {
 
 void Turn::run() {
   if (auto prepared = prepare(); !prepared.ok()) return refuse(prepared.error(), "bad_request");
-  if (g_.fatal_.fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
+  if (s_.engine.fatal().fatal(digest_)) return refuse(fatal_request_error(true), "request_stopped_engine");
   if (auto placed = recognise(); !placed.ok()) {
     if (!client_left(placed.error())) out_.fail(placed.error());
     return;
@@ -63,17 +67,17 @@ void Turn::run() {
 void Turn::refuse(const ApiError& error, const char* kind) {
   rec_.status = error.status;
   rec_.error_kind = kind;
-  g_.metrics_.record(rec_);
+  s_.metrics.record(rec_);
   if (!client_left(error)) out_.fail(error);
 }
 
 ApiStatus Turn::prepare() {
   digest_ = FatalRequests::digest(util::json_text(in_.body));
-  KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(in_.body), g_.request_limits()));
+  KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(in_.body), s_.host.request_limits()));
   req_ = std::move(prepared.request);
   repairs_ = std::move(prepared.repairs);
   for (const auto& r : repairs_) {
-    g_.metrics_.add(fmt::format("history_repairs_total{{kind=\"{}\"}}", repair_kind_name(r.kind)));
+    s_.metrics.add(fmt::format("history_repairs_total{{kind=\"{}\"}}", repair_kind_name(r.kind)));
     util::log_event(util::LogLevel::kInfo, "history_repair",
                     {{"kind", std::string(repair_kind_name(r.kind))}, {"path", r.path}, {"detail", r.detail}});
   }
@@ -83,7 +87,7 @@ ApiStatus Turn::prepare() {
   // Stable client messages: these apply to the whole history the same way every turn.
   stable_ = stabilise(body, options_.thinking, options_.stabiliser);
   if (stable_.reordered > 0) {
-    g_.metrics_.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(stable_.reordered));
+    s_.metrics.add("stabiliser_hits_total{rule=\"tool_reorder\"}", static_cast<double>(stable_.reordered));
   }
   req_.tools_text = tools_as_written(in_.tools_text, body);
   request_messages_ = body["messages"].size();
@@ -93,15 +97,15 @@ ApiStatus Turn::prepare() {
 ApiStatus Turn::recognise() {
   // Which conversation is this? Only the caller's own (its API key's scope) are candidates.
   keys_ = RequestKeys::of(req_.body["messages"], session::tools_hash(req_.body));
-  match_ = in_.name ? g_.sessions_.find_or_create(in_.scope, keys_, in_.name->id, in_.name->how)
-                    : g_.sessions_.find_or_create(in_.scope, keys_, std::nullopt);
+  match_ = in_.name ? s_.sessions.find_or_create(in_.scope, keys_, in_.name->id, in_.name->how)
+                    : s_.sessions.find_or_create(in_.scope, keys_, std::nullopt);
   session_ = match_.session;
   // A place with the engine: one request per conversation, conversations taking turns,
   // bounded waiting (admission.h).
-  auto ticket = g_.admit(session_->id, [this] { return out_.client_gone(); }, rec_);
+  auto ticket = s_.host.admit(session_->id, [this] { return out_.client_gone(); }, rec_);
   if (!ticket.ok()) {
-    g_.metrics_.record(rec_);
-    if (match_.created) g_.sessions_.discard_if_empty(session_, 2);  // `session_` and `match_.session`
+    s_.metrics.record(rec_);
+    if (match_.created) s_.sessions.discard_if_empty(session_, 2);  // `session_` and `match_.session`
     return std::move(ticket).error();
   }
   ticket_ = std::move(ticket).value();
@@ -110,15 +114,15 @@ ApiStatus Turn::recognise() {
 }
 
 void Turn::restore() {
-  g_.mark_template_kwargs(req_.body);
-  view_ = g_.upstream_view(build_view(conv_), req_.body);
+  s_.host.mark_template_kwargs(req_.body);
+  view_ = s_.host.upstream_view(build_view(conv_), req_.body);
   // A slot that does not hold this conversation (given to it anew, or the engine restarted):
   // its saved state, when it matches, is restored before anything is sent (kvstate/kv_keeper.h).
-  generation_ = g_.engine_generation_.load();
-  if (g_.kv_) kv_ = g_.kv_->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
+  generation_ = s_.engine.generation();
+  if (s_.kv) kv_ = s_.kv->prepare(slot_, session_->id, generation_, view_, req_.body, session_->scope);
   // With several keys, nothing another key left in the slot may be reused (kvstate/slot_tenants.h):
   // the slot holds this key's own restored state, or is cleared.
-  if (!g_.keep_slot_private(slot_, session_->scope, kv_.confirmed)) req_.body["cache_prompt"] = false;
+  if (!s_.host.keep_slot_private(slot_, session_->scope, kv_.confirmed)) req_.body["cache_prompt"] = false;
 }
 
 void Turn::reconcile() {
@@ -139,18 +143,18 @@ void Turn::reconcile() {
   conv_ = std::move(intake_.conversation);
   cause_ = intake_.cause;
   cause_detail_ = intake_.cause_detail;
-  if (intake_.window_continued) g_.metrics_.add("stabiliser_hits_total{rule=\"client_truncation\"}");
-  if (intake_.window_kept) g_.metrics_.add("stabiliser_hits_total{rule=\"client_window\"}");
-  if (!intake_.volatile_now.empty()) g_.metrics_.add("stabiliser_hits_total{rule=\"volatile_line\"}");
+  if (intake_.window_continued) s_.metrics.add("stabiliser_hits_total{rule=\"client_truncation\"}");
+  if (intake_.window_kept) s_.metrics.add("stabiliser_hits_total{rule=\"client_window\"}");
+  if (!intake_.volatile_now.empty()) s_.metrics.add("stabiliser_hits_total{rule=\"volatile_line\"}");
   if (intake_.restarted) {
-    g_.metrics_.add(fmt::format("conversations_rebuilt_total{{evidence=\"{}\"}}", evidence_name(intake_.evidence)));
+    s_.metrics.add(fmt::format("conversations_rebuilt_total{{evidence=\"{}\"}}", evidence_name(intake_.evidence)));
   }
   // From here on the upstream messages are the view: the request's own are in the conversation.
   req_.body.erase("messages");
 }
 
 ApiStatus Turn::bind() {
-  const auto acquired = g_.slots_.acquire(session_->id);
+  const auto acquired = s_.slots.acquire(session_->id);
   slot_ = acquired.first;
   reassigned_ = acquired.second;
   json& body = req_.body;
@@ -169,12 +173,12 @@ ApiStatus Turn::bind() {
     body["stream_options"]["include_usage"] = true;
     body["return_progress"] = true;
   }
-  auto ready = g_.wait_for_engine([this] { return out_.client_gone(); });
+  auto ready = s_.engine.wait_for_engine([this] { return out_.client_gone(); });
   if (!ready.ok()) {
     rec_.status = ready.error().status;
     rec_.error_kind = "engine_unavailable";
-    g_.metrics_.record(rec_);
-    if (match_.created && session_->conversation.length == 0) g_.sessions_.discard_if_empty(session_, 2);
+    s_.metrics.record(rec_);
+    if (match_.created && session_->conversation.length == 0) s_.sessions.discard_if_empty(session_, 2);
   }
   return ready;
 }

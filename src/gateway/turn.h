@@ -40,21 +40,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/api_error.h"
+#include "gateway/conversation_name.h"
 #include "upstream/upstream.h"
 #include "wire/context_edits.h"
 
 namespace kvgate::gateway {
-
-// A conversation its client named, and how ("header", "prompt_cache_key", "user", or what
-// an adapter calls its own field). Sessions named so are found by id only (session.h).
-struct ConversationName {
-  std::string id;
-  std::string how;
-};
-
-// A client-given conversation id kvgate accepts as it is: 1 to 200 bytes, no control
-// characters, no '/'. nullopt otherwise (the request is then recognised by its content).
-std::optional<std::string> usable_conversation_id(std::string_view candidate);
 
 struct TurnInput {
   // A chat-completions request body as the client (or the adapter's conversion) wrote it,

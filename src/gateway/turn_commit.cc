@@ -13,6 +13,7 @@
 namespace kvgate::gateway {
 
 using session::PrefixBreak;
+using session::Session;
 using session::TurnRecord;
 using session::build_view;
 using session::cause_name;
@@ -32,27 +33,27 @@ void Turn::commit(const ApiStatus& result) {
   account(result);
   note_break();
   record_turn();
-  g_.metrics_.record(rec_);
+  s_.metrics.record(rec_);
   if (ok) {
-    g_.engine_answered();
+    s_.engine.answered();
     keep_reply();
   } else if (match_.created && session_->conversation.length == 0) {
-    g_.sessions_.discard_if_empty(session_, 2);  // nothing to keep: the client's retry starts afresh
+    s_.sessions.discard_if_empty(session_, 2);  // nothing to keep: the client's retry starts afresh
   }
   count_in_session(ok);
-  if (ok) (void)g_.persist(*session_, compactions_);
+  if (ok) (void)s_.host.persist(*session_, compactions_);
   finish_answer(ok);
   // A paused compaction sent nothing: the slot holds the summary's prompt, not this view.
-  if (ok && g_.kv_ && !managed_.paused) {
+  if (ok && s_.kv && !managed_.paused) {
     // Ends with the reply as it is sent next time (marked as the template needs it).
-    const json next_view = g_.upstream_view(build_view(session_->conversation), req_.body);
+    const json next_view = s_.host.upstream_view(build_view(session_->conversation), req_.body);
     const Usage& u = sent_.reply.usage();
-    g_.kv_->after_turn(slot_, session_->id, generation_, session_->last_view, req_.body,
+    s_.kv->after_turn(slot_, session_->id, generation_, session_->last_view, req_.body,
                        next_view.empty() ? json::object() : next_view.back(),
                        {.prompt_tokens = u.prompt_tokens,
                         .cached_tokens = u.cached_tokens,
                         .completion_tokens = u.completion_tokens,
-                        .prefill_ms_per_token = g_.prefill_ms_per_token_.load()});
+                        .prefill_ms_per_token = s_.engine.prefill_ms_per_token()});
   }
   log_request(result);
 }
@@ -76,9 +77,9 @@ void Turn::account(const ApiStatus& result) {
   rec_.total_ms = util::ms_since(t0_);
   // A paused compaction's figures are the summary request's, not the view's: nothing to learn.
   if (u.known && !managed_.paused) {
-    g_.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
-    if (counted_ > 0 && u.prompt_tokens > 0) accounting_diff_ = g_.tokens_.calibrate(counted_, u.prompt_tokens);
-    if (u.prompt_tokens > 0) g_.tokens_.learn(req_.body, view_, u.prompt_tokens);
+    s_.engine.learn_prefill_speed(u.prompt_per_token_ms, u.prefilled_tokens);
+    if (counted_ > 0 && u.prompt_tokens > 0) accounting_diff_ = s_.tokens.calibrate(counted_, u.prompt_tokens);
+    if (u.prompt_tokens > 0) s_.tokens.learn(req_.body, view_, u.prompt_tokens);
   }
   rec_.session = session_->id;
   rec_.scope = in_.scope;
@@ -94,14 +95,14 @@ void Turn::note_break() {
                                          .usage_known = u.known,
                                          .cached_tokens = u.cached_tokens,
                                          .previous_tokens = session_->last_sent_tokens,
-                                         .engine_restarted = session_->engine_generation != g_.engine_generation_.load()});
+                                         .engine_restarted = session_->engine_generation != s_.engine.generation()});
     if (!cause_ && by_engine) {
       cause_ = by_engine->cause;
       cause_detail_ = by_engine->detail;
     }
   }
   if (!cause_) return;
-  g_.metrics_.add(fmt::format("prefix_breaks_total{{cause=\"{}\"}}", cause_name(*cause_)));
+  s_.metrics.add(fmt::format("prefix_breaks_total{{cause=\"{}\"}}", cause_name(*cause_)));
   util::log_event(util::LogLevel::kInfo, "prefix_break",
                   {{"session", session_->id},
                    {"cause", cause_name(*cause_)},
@@ -160,13 +161,13 @@ void Turn::keep_reply() {
   session.last_view = std::move(view_);
   session.last_prompt = std::move(rendered_);
   session.last_sent_tokens = sent_.reply.usage().prompt_tokens;
-  session.engine_generation = g_.engine_generation_.load();
+  session.engine_generation = s_.engine.generation();
   {
     std::lock_guard lock(session.mu);
     session.chain = session.conversation.chain;
     session.last_request_messages = request_messages;
   }
-  g_.sessions_.set_keys(session_,
+  s_.sessions.set_keys(session_,
                         recognition_keys(in_.scope, session.explicit_id, session.conversation, request_messages));
 }
 
@@ -240,7 +241,7 @@ void Turn::log_request(const ApiStatus& result) const {
                    {"history_repairs", repairs_.size()},
                    {"rescued", sent_.rescued},
                    {"overflow_retries", overflow_retries_},
-                   {"engine_retries", engine_retries_},
+                   {"engine_retries", resend_ ? resend_->resends() : 0},
                    {"queued_ms", ticket_.waited().count()},
                    {"ttft_ms", sent_.ttft_ms},
                    {"total_ms", rec_.total_ms}});

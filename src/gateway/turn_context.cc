@@ -17,6 +17,7 @@
 
 namespace kvgate::gateway {
 
+using session::BreakCause;
 using session::build_view;
 
 using nlohmann::json;
@@ -38,7 +39,7 @@ void Turn::clear_tool_uses(const wire::ClearToolUses& spec) {
   const bool triggered = spec.trigger_tool_uses > 0 ? session::tool_results(conv_) > spec.trigger_tool_uses
                                                     : counted_ > spec.trigger_tokens;
   if (!triggered) return;
-  auto count_text = [this](const std::string& text) { return g_.tokens_.count_text(text); };
+  auto count_text = [this](const std::string& text) { return s_.tokens.count_text(text); };
   auto cleared = session::clear_tool_results(
       conv_, {.keep = spec.keep, .clear_at_least = spec.clear_at_least, .exclude_tools = spec.exclude_tools},
       count_text);
@@ -50,7 +51,7 @@ void Turn::clear_tool_uses(const wire::ClearToolUses& spec) {
   }
   if (cleared->cleared == 0) return;
   const uint64_t before = counted_;
-  view_ = g_.upstream_view(build_view(conv_), req_.body);
+  view_ = s_.host.upstream_view(build_view(conv_), req_.body);
   recount();
   const uint64_t freed = before > counted_ ? before - counted_ : 0;
   managed_.applied_edits.push_back({{"type", "clear_tool_uses_20250919"},
@@ -58,11 +59,11 @@ void Turn::clear_tool_uses(const wire::ClearToolUses& spec) {
                                     {"cleared_input_tokens", freed}});
   cause_ = BreakCause::kCompaction;
   cause_detail_ = "clear_tool_uses";
-  compactions_.push_back(g_.record_compaction(*session_, {{"level", "clear_tool_uses"},
-                                                          {"trigger", "client"},
-                                                          {"tokens_before", before},
-                                                          {"tokens_after", counted_},
-                                                          {"truncated_messages", cleared->cleared}}));
+  compactions_.push_back(s_.host.record_compaction(*session_, {{"level", "clear_tool_uses"},
+                                                               {"trigger", "client"},
+                                                               {"tokens_before", before},
+                                                               {"tokens_after", counted_},
+                                                               {"truncated_messages", cleared->cleared}}));
 }
 
 ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
@@ -76,9 +77,10 @@ ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
     KV_TRY(compact_to(context_ - room, "client"));
   }
   json stats = json::object();
-  const Gateway::CompactionCall call = {
+  const CompactionCall call = {
       .trigger = "client", .slot = slot_, .tools_text = req_.tools_text, .instructions = edit.instructions};
-  auto written = g_.engine_summary(*session_, req_.body, call, conv_, conv_.length, max_tokens, false, stats);
+  auto written =
+      s_.host.engine_summary(*session_, req_.body, call, conv_, conv_.length, max_tokens, false, stats);
   std::string summary;
   std::string source = "model";
   if (written.ok() && !written->empty()) {
@@ -86,14 +88,14 @@ ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
     // An answer whose end the engine rejected (its parser refused the text) carries no final
     // figures: what it generated is the summary's length in the engine's own tokens.
     if (!stats.contains("generated_tokens")) {
-      if (auto n = g_.tokens_.count_text(summary); n.ok()) stats["generated_tokens"] = *n;
+      if (auto n = s_.tokens.count_text(summary); n.ok()) stats["generated_tokens"] = *n;
     }
   } else {
     summary = session::extractive_summary(conv_, conv_.length, static_cast<size_t>(max_tokens) * 3);
     source = "extractive";
   }
   conv_ = compacted_for_client(conv_, summary);
-  view_ = g_.upstream_view(build_view(conv_), req_.body);
+  view_ = s_.host.upstream_view(build_view(conv_), req_.body);
   recount();
   managed_.summary = summary;
   managed_.paused = edit.pause;
@@ -103,7 +105,7 @@ ApiStatus Turn::compact_for_client(const wire::CompactEdit& edit) {
   json event = {{"level", "client"},        {"trigger", "client"},      {"tokens_before", before},
                 {"tokens_after", counted_}, {"summary_source", source}, {"summary_request", stats}};
   if (!written.ok()) event["summary_error"] = written.error().message();
-  compactions_.push_back(g_.record_compaction(*session_, std::move(event)));
+  compactions_.push_back(s_.host.record_compaction(*session_, std::move(event)));
   return {};
 }
 

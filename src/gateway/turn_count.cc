@@ -16,7 +16,7 @@ using session::build_view;
 using nlohmann::json;
 
 ApiStatus Turn::budget() {
-  context_ = g_.context_tokens();
+  context_ = s_.host.context_tokens();
   marks_ = watermarks(context_, options_.high_watermark_tokens, options_.high_watermark_fraction,
                       options_.low_watermark_fraction);
   reserve_ = reply_reserve(req_.max_tokens, options_.reply_reserve_tokens);
@@ -28,7 +28,7 @@ ApiStatus Turn::budget() {
   if (front_moved || in_.edits.requested ||
       needs_exact_count(options_.count_tokens, bound_, options_.compaction, marks_.high, reserve_)) {
     const auto t0 = Clock::now();
-    auto count = g_.tokens_.count(req_.body, view_, req_.tools_text);
+    auto count = s_.tokens.count(req_.body, view_, req_.tools_text);
     rec_.accounting_ms = util::ms_since(t0);
     if (count.ok()) {
       counted_ = count->tokens;
@@ -57,7 +57,7 @@ ApiStatus Turn::budget() {
 
 ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
   KV_ASSIGN_OR_RETURN(json event,
-                      g_.compact_conversation(*session_, conv_, req_.body,
+                      s_.host.compact_conversation(*session_, conv_, req_.body,
                                               {.target = target, .first_new = intake_.first_new, .trigger = trigger,
                                                .slot = slot_,
                                                .summaries = !(conv_.client_windows && !session_->explicit_id),
@@ -67,13 +67,13 @@ ApiStatus Turn::compact_to(uint64_t target, const char* trigger) {
   cause_ = BreakCause::kCompaction;
   cause_detail_ = event.value("level", "");
   compactions_.push_back(std::move(event));
-  view_ = g_.upstream_view(build_view(conv_), req_.body);
+  view_ = s_.host.upstream_view(build_view(conv_), req_.body);
   recount();
   return {};
 }
 
 void Turn::recount() {
-  auto count = g_.tokens_.count(req_.body, view_, req_.tools_text);
+  auto count = s_.tokens.count(req_.body, view_, req_.tools_text);
   if (!count.ok()) return;  // the previous count stands
   counted_ = count->tokens;
   rendered_ = std::move(count->prompt);

@@ -93,7 +93,7 @@ std::optional<EngineCounters> Turn::read_engine_counters(bool after_attempt) {
   // An attempt's generated tokens are counted when its slot is released, which can come after
   // its answer (an output refused midway is cancelled): wait for the slot to be idle first.
   for (int i = 0; after_attempt && i < 100 && !cancel_.cancelled(); ++i) {
-    auto slots = g_.upstream_->call("GET", "/slots", "", std::chrono::seconds(2), &cancel_);
+    auto slots = s_.engine.upstream().call("GET", "/slots", "", std::chrono::seconds(2), &cancel_);
     if (!slots.ok() || slots->status != 200) break;
     const json list = json::parse(slots->body, nullptr, false);
     bool busy = false;
@@ -103,7 +103,7 @@ std::optional<EngineCounters> Turn::read_engine_counters(bool after_attempt) {
     if (!busy) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  auto res = g_.upstream_->call("GET", "/metrics", "", std::chrono::seconds(2), &cancel_);
+  auto res = s_.engine.upstream().call("GET", "/metrics", "", std::chrono::seconds(2), &cancel_);
   std::optional<EngineCounters> c;
   if (res.ok() && res->status == 200) c = parse_engine_counters(res->body);
   // An engine without --metrics (or not llama-server) is not asked again this turn.
@@ -151,10 +151,10 @@ Result<Rescue> Turn::rescue(const std::string& reason, const ReplyAccumulator& r
     if (at_replay) growth = counters_growth(*counters_before_, *at_replay);
   }
   // The request as it was sent, rendered by the engine's template.
-  auto rendered = g_.upstream_->call("POST", "/apply-template", upstream_text_, std::chrono::seconds(60), &cancel_);
+  auto rendered = s_.engine.upstream().call("POST", "/apply-template", upstream_text_, std::chrono::seconds(60), &cancel_);
   if (!rendered.ok()) return Error("rescue: " + rendered.error().message);
   if (cannot_render(rendered->status)) {
-    g_.metrics_.add("rescues_total{outcome=\"raw\"}");
+    s_.metrics.add("rescues_total{outcome=\"raw\"}");
     Rescue r = unreplayable_rescue(streamed);
     r.usage = rescued_usage(refused_attempt(refused, growth, 0), {}, false);
     util::log_event(
@@ -174,8 +174,8 @@ Result<Rescue> Turn::rescue(const std::string& reason, const ReplyAccumulator& r
   const json replay = replay_completion_body(req_.body, rj["prompt"].get<std::string>());
   ReplayText text;
   const EventStreamEnd stream = stream_events(
-      *g_.upstream_, "/completion", util::json_text(replay), [&](const std::string& data) { text.add_event(data); },
-      g_.upstream_timeout(0, false), &cancel_);
+      s_.engine.upstream(), "/completion", util::json_text(replay), [&](const std::string& data) { text.add_event(data); },
+      s_.engine.upstream_timeout(0, false), &cancel_);
   if (stream.failure) return Error("rescue: " + stream.failure->message);
   const bool refused_output = stream.status != 200 && is_output_parse_error(stream.status, stream.error_body);
   if (stream.status != 200 && !refused_output) {
@@ -209,7 +209,7 @@ Result<Rescue> Turn::rescue(const std::string& reason, const ReplyAccumulator& r
   }
   r.usage = rescued_usage(first, replay_figures(text, replay_growth), delivered);
   const std::string outcome = raw ? "raw" : (r.calls > 0 ? "tool_calls" : "content");
-  g_.metrics_.add(fmt::format("rescues_total{{outcome=\"{}\"}}", outcome));
+  s_.metrics.add(fmt::format("rescues_total{{outcome=\"{}\"}}", outcome));
   json notes = json::array();
   for (const auto& n : parsed.notes) {
     notes.push_back({{"issue", std::string(call_issue_name(n.issue))}, {"call", n.call}, {"detail", n.detail}});

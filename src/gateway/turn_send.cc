@@ -26,12 +26,6 @@ using session::apply_empty_content_fallback;
 
 using nlohmann::json;
 
-namespace {
-
-bool worth_a_restart(const SendOutcome& out) { return out.upstream_failure && lost_before_answering(*out.upstream_failure); }
-
-}  // namespace
-
 // The outcome's flags from an engine's error answer (upstream/engine_errors.h).
 EngineErrorInfo note_engine_error(SendOutcome& out, int status, std::string_view error) {
   EngineErrorInfo e = classify_engine_error(status, error);
@@ -51,14 +45,15 @@ ApiStatus Turn::send() {
     stream_opened_ = true;
   }
   if (plan::fails_when_reply_fills_context(options_.engine_fork) && counted_ > 0) cap_reply(counted_);
-  in_flight_ = g_.fatal_.enter(digest_);
+  in_flight_ = s_.engine.fatal().enter(digest_);
+  resend_.emplace(s_.engine, digest_);
   for (;;) {
-    const EngineEndpoint before = g_.upstream_->endpoint();
+    resend_->before();
     sent_ = attempt();
-    if (retry_on_restarted_engine(before) || retry_with_reply_cap() || retry_with_strict_template()) continue;
+    if (retry_on_restarted_engine() || retry_with_reply_cap() || retry_with_strict_template()) continue;
     if (!sent_.overflow || !options_.compaction || overflow_retries_ >= options_.max_overflow_retries) break;
     ++overflow_retries_;
-    g_.metrics_.add("overflow_retries_total");
+    s_.metrics.add("overflow_retries_total");
     // The engine counted more than we planned for (or its context is smaller): aim lower.
     KV_TRY(compact_to(overflow_target(counted_, sent_.overflow_prompt_tokens, sent_.overflow_context,
                                       options_.high_watermark_fraction, options_.low_watermark_fraction, reserve_),
@@ -68,24 +63,20 @@ ApiStatus Turn::send() {
   return outcome();
 }
 
-bool Turn::retry_on_restarted_engine(const EngineEndpoint& before) {
+bool Turn::retry_on_restarted_engine() {
   // The engine failed before any of its answer reached the client (it was down, or died
   // during the prefill): send the request again once the engine is back.
-  if (!worth_a_restart(sent_) || sent_.relayed || cancel_.cancelled()) return false;
-  if (engine_retries_ >= 1) {
-    if (g_.fatal_.fatal(digest_)) sent_.failure = fatal_request_error(false);
-    return false;
+  if (!sent_.upstream_failure || sent_.relayed) return false;
+  switch (resend_->again(*sent_.upstream_failure, cancel_, [this] { return out_.client_gone(); })) {
+    case EngineResend::Verdict::kAgain:
+      return true;
+    case EngineResend::Verdict::kTookEngineDown:
+      sent_.failure = fatal_request_error(false);
+      return false;
+    case EngineResend::Verdict::kNo:
+      break;
   }
-  ++engine_retries_;
-  if (!g_.wait_for_engine_again(before, [this] { return out_.client_gone(); })) return false;
-  // A request that was alone with the engine when it was lost is what took it down: it is
-  // not sent again (fatal_requests.h).
-  if (g_.fatal_.fatal(digest_)) {
-    sent_.failure = fatal_request_error(false);
-    return false;
-  }
-  g_.metrics_.add("engine_retries_total");
-  return true;
+  return false;
 }
 
 bool Turn::retry_with_reply_cap() {
@@ -95,7 +86,7 @@ bool Turn::retry_with_reply_cap() {
   filled_retried_ = true;
   if (counted_ == 0) recount();
   if (!cap_reply(counted_)) return false;
-  g_.metrics_.add("context_filled_retries_total");
+  s_.metrics.add("context_filled_retries_total");
   return true;
 }
 
@@ -105,7 +96,7 @@ bool Turn::retry_with_strict_template() {
   if (!sent_.template_error || template_retried_ || session_->template_repairs) return false;
   template_retried_ = true;
   session_->template_repairs = true;
-  g_.metrics_.add("history_repairs_total{kind=\"template_retry\"}");
+  s_.metrics.add("history_repairs_total{kind=\"template_retry\"}");
   return true;
 }
 
@@ -153,11 +144,11 @@ SendOutcome Turn::attempt() {
 SendOutcome Turn::attempt_whole() {
   SendOutcome out;
   DisconnectWatch watch([this] { return out_.client_gone(); }, cancel_);
-  auto res = g_.upstream_->call("POST", "/v1/chat/completions", upstream_text_,
-                                g_.upstream_timeout(prompt_estimate(), true), &cancel_);
+  auto res = s_.engine.upstream().call("POST", "/v1/chat/completions", upstream_text_,
+                                s_.engine.upstream_timeout(prompt_estimate(), true), &cancel_);
   std::optional<std::string> rescue_reason;
   if (!res.ok()) {
-    out.failure = g_.from_upstream_error(res.error());
+    out.failure = s_.engine.from_upstream_error(res.error());
     out.upstream_failure = res.error().kind;
   } else {
     read_whole(*res, out, rescue_reason);
@@ -170,7 +161,7 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
   out.status = r.status;
   if (r.status != 200) {
     const EngineErrorInfo e = note_engine_error(out, r.status, r.body);
-    out.failure = g_.from_engine_answer(r.status, r.body);
+    out.failure = s_.engine.from_engine_answer(r.status, r.body);
     if (e.kind == EngineErrorKind::kOutput) rescue_reason = e.message;
     return;
   }
@@ -201,7 +192,7 @@ void Turn::read_whole(UpstreamResponse& r, SendOutcome& out, std::optional<std::
 void Turn::rescue_whole(SendOutcome& out, const std::string& reason) {
   auto rescued = rescue(reason, out.reply);
   if (!rescued.ok()) {
-    g_.metrics_.add("rescues_total{outcome=\"failed\"}");
+    s_.metrics.add("rescues_total{outcome=\"failed\"}");
     if (out.failure) out.failure->message += " (rescue failed: " + rescued.error().message() + ")";
     return;
   }

@@ -6,8 +6,8 @@
 // turn holds the session's `turn` mutex and an admission ticket until it is destroyed.
 //
 // Thread-safety: one thread runs a Turn. It reads the Gateway's options and uses its
-// thread-safe components (gateway.h); the session's turn-guarded fields are its own while it
-// holds the session's `turn` mutex.
+// thread-safe components and operations (turn_services.h), nothing else of the Gateway; the
+// session's turn-guarded fields are its own while it holds the session's `turn` mutex.
 #pragma once
 
 #include <chrono>
@@ -24,13 +24,13 @@
 #include "upstream/engine_counters.h"
 #include "upstream/engine_errors.h"
 #include "upstream/finish_reason.h"
-#include "gateway/gateway.h"
 #include "kvstate/kv_keeper.h"
 #include "upstream/reply.h"
 #include "gateway/rescued_reply.h"
 #include "gateway/turn.h"
 #include "gateway/turn_budget.h"
 #include "gateway/turn_request.h"
+#include "gateway/turn_services.h"
 #include "session/intake.h"
 
 namespace kvgate::http {
@@ -66,7 +66,7 @@ EngineErrorInfo note_engine_error(SendOutcome& out, int status, std::string_view
 
 class Turn {
  public:
-  Turn(Gateway& gateway, TurnInput input, TurnOutput& output);
+  Turn(const TurnServices& services, TurnInput input, TurnOutput& output);
   // Ends a stream the turn opened and did not end (a step threw): the adapter's keep-alive
   // thread uses the turn's CancelScope.
   ~Turn();
@@ -103,7 +103,7 @@ class Turn {
   uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
   // 7. turn_send.cc: attempts until one is final.
   ApiStatus send();
-  bool retry_on_restarted_engine(const EngineEndpoint& before);
+  bool retry_on_restarted_engine();
   bool retry_with_reply_cap();
   bool retry_with_strict_template();
   bool cap_reply(uint64_t prompt);
@@ -145,7 +145,7 @@ class Turn {
   void refuse(const ApiError& error, const char* kind);
   std::string model_name() const;
 
-  Gateway& g_;
+  const TurnServices s_;  // all it uses of the gateway
   const GatewayOptions& options_;
   TurnInput in_;
   TurnOutput& out_;
@@ -159,14 +159,14 @@ class Turn {
   size_t request_messages_ = 0;
   // 2.
   session::RequestKeys keys_;
-  SessionTable::Match match_;
-  std::shared_ptr<Session> session_;
+  session::SessionTable::Match match_;
+  std::shared_ptr<session::Session> session_;
   Admission::Ticket ticket_;
   std::unique_lock<std::mutex> turn_lock_;
   // 3.
   session::Intake intake_;  // its conversation moved to conv_
-  Conversation conv_;
-  std::optional<BreakCause> cause_;
+  session::Conversation conv_;
+  std::optional<session::BreakCause> cause_;
   std::string cause_detail_;
   // 4.
   int slot_ = 0;
@@ -193,7 +193,7 @@ class Turn {
   std::optional<EngineCounters> counters_before_;  // before the current attempt
   bool counters_missing_ = false;                  // the engine exported none: not asked again
   int overflow_retries_ = 0;
-  int engine_retries_ = 0;
+  std::optional<EngineResend> resend_;  // from send()
   uint64_t digest_ = 0;                // of the body as the client sent it (FatalRequests)
   FatalRequests::InFlight in_flight_;  // held while send() works with the engine
   bool template_retried_ = false;

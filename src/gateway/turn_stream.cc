@@ -86,12 +86,12 @@ SendOutcome Turn::attempt_stream() {
   // The engine's silence is judged by its slot's progress (upstream/silence_watch.h): a silent engine
   // that is working is waited for, up to kWorkingSilence times the time-out.
   constexpr int kWorkingSilence = 12;
-  const std::chrono::milliseconds timeout = g_.upstream_timeout(prompt_estimate(), false);
+  const std::chrono::milliseconds timeout = s_.engine.upstream_timeout(prompt_estimate(), false);
   CancelScope attempt_cancel;
-  SilenceWatch watch(*g_.upstream_, slot_, cancel_, attempt_cancel,
+  SilenceWatch watch(s_.engine.upstream(), slot_, cancel_, attempt_cancel,
                      {.timeout = timeout, .poll = std::max(options_.keepalive, std::chrono::milliseconds(1000))},
                      [this](std::string text) { out_.progress(std::move(text)); });
-  auto res = g_.upstream_->stream(
+  auto res = s_.engine.upstream().stream(
       "/v1/chat/completions", upstream_text_,
       {.on_start = [&](int status, const std::string&) {
          watch.heard();
@@ -109,7 +109,7 @@ SendOutcome Turn::attempt_stream() {
                         .message = fmt::format("the engine sent nothing for {} s and its slot made no progress",
                                                std::chrono::duration_cast<std::chrono::seconds>(timeout).count())};
   }
-  if (watch.polls() > 0) g_.metrics_.add("engine_silence_polls_total", static_cast<double>(watch.polls()));
+  if (watch.polls() > 0) s_.metrics.add("engine_silence_polls_total", static_cast<double>(watch.polls()));
   end_stream_attempt(s, res);
   return out;
 }
@@ -183,9 +183,9 @@ bool Turn::emit(const RelayChunk& c) {
 
 void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
   SendOutcome& out = s.out;
-  if (s.bad_events > 0) g_.metrics_.add("engine_bad_events_total", static_cast<double>(s.bad_events));
+  if (s.bad_events > 0) s_.metrics.add("engine_bad_events_total", static_cast<double>(s.bad_events));
   if (!res.ok()) {
-    out.failure = g_.from_upstream_error(res.error());
+    out.failure = s_.engine.from_upstream_error(res.error());
     out.upstream_failure = res.error().kind;
   } else if (s.parser.failed()) {
     out.failure = bad_gateway(fmt::format("the engine's answer is not an event stream (a line longer than {} bytes)",
@@ -193,7 +193,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
     if (options_.on_engine_failure) options_.on_engine_failure("the engine's stream is not server-sent events");
   } else if (out.status != 200) {
     note_engine_error(out, out.status, s.error_body);
-    out.failure = g_.from_engine_answer(out.status, s.error_body);
+    out.failure = s_.engine.from_engine_answer(out.status, s.error_body);
   } else if (s.parse_error && !cancel_.cancelled()) {
     rescue_stream(s);
   } else if (out.context_filled) {
@@ -202,7 +202,7 @@ void Turn::end_stream_attempt(StreamState& s, const UpstreamResult<int>& res) {
     s.held.push_back({length_finish_chunk(s.chunk_id, s.model, util::unix_seconds_now()), std::string()});
     out.reply.set_finish_reason("length");
     out.saw_done = true;
-    g_.metrics_.add("context_filled_total");
+    s_.metrics.add("context_filled_total");
   } else if (!out.saw_done && !out.saw_error_event && !cancel_.cancelled()) {
     // The engine's stream ended early (crash, broken connection): say so in-stream.
     out.failure = bad_gateway(s.bad_events > 0 ? fmt::format("the engine's stream ended before completion ({} events "
@@ -224,7 +224,7 @@ void Turn::rescue_stream(StreamState& s) {
   SendOutcome& out = s.out;
   auto rescued = rescue(*s.parse_error, out.reply);
   if (!rescued.ok()) {
-    g_.metrics_.add("rescues_total{outcome=\"failed\"}");
+    s_.metrics.add("rescues_total{outcome=\"failed\"}");
     out.failure = ApiError{.status = 500,
                            .type = "server_error",
                            .message = *s.parse_error + " (rescue failed: " + rescued.error().message() + ")",

@@ -71,7 +71,7 @@ ApiResult<uint64_t> Gateway::count_prompt(json body, std::string_view tools_text
   KV_ASSIGN_OR_RETURN(PreparedChat prepared, prepare_chat(std::move(body), request_limits()));
   json& chat = prepared.request.body;
   stabilise(chat, options_.thinking, options_.stabiliser);
-  KV_TRY(wait_for_engine([&writer] { return writer.client_gone(); }));
+  KV_TRY(engine_.wait_for_engine([&writer] { return writer.client_gone(); }));
   // Counted as a turn sends it (Turn::restore, Turn::budget).
   mark_template_kwargs(chat);
   chat["messages"] = upstream_view(std::move(chat["messages"]), chat);
