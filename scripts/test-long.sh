@@ -7,7 +7,9 @@
 #   2. every unit test under AddressSanitizer + UndefinedBehaviorSanitizer (the first tier
 #      runs the parsers' and servers'), skipped with KVGATE_SKIP_ASAN=1;
 #   3. on x86-64: the arm64 cross build with GCC 11 and its unit tests under qemu-user
-#      (scripts/cross-arm64.sh), skipped with KVGATE_SKIP_ARM64=1.
+#      (scripts/cross-arm64.sh), skipped with KVGATE_SKIP_ARM64=1;
+#   4. on x86-64: the Windows cross build with mingw-w64, its unit tests and `kvgate.exe up`
+#      under wine (scripts/cross-windows.sh), skipped with KVGATE_SKIP_WINDOWS=1.
 # Run the first tier too before resolving a change that touches what this one covers. Each
 # phase's wall time is printed at the end. Extra arguments are passed to ctest.
 set -euo pipefail
@@ -36,6 +38,10 @@ fi
 if [[ "${KVGATE_SKIP_ARM64:-0}" != 1 ]]; then
   phase "arm64 cross build (GCC 11): unit tests under qemu-aarch64"
   scripts/cross-arm64.sh
+fi
+if [[ "${KVGATE_SKIP_WINDOWS:-0}" != 1 ]]; then
+  phase "windows cross build (mingw-w64): unit tests and kvgate.exe up under wine"
+  scripts/cross-windows.sh
 fi
 phase "done"
 printf '[long] second tier passed\n' >&2

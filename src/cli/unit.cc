@@ -17,6 +17,8 @@
 #include "cli/up_options.h"
 #include "engine/pinned.h"
 #include "engine/service_unit.h"
+#include "util/subprocess.h"
+#include "util/utf8.h"
 
 namespace kvgate::cli {
 namespace {
@@ -29,11 +31,23 @@ std::string absolute(const std::string& p) {
   return ec ? fs::absolute(p).string() : c.string();
 }
 
+// UTF-8 text as UTF-16LE bytes with a byte-order mark (Task Scheduler's own export format).
+std::string utf16le_with_bom(std::string_view utf8) {
+  std::string out = "\xFF\xFE";
+  for (char16_t u : util::to_utf16(utf8)) {
+    out += static_cast<char>(u & 0xFF);
+    out += static_cast<char>(u >> 8);
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_unit(int argc, char** argv) {
   CLI::App app{
-      "Write a systemd unit or a supervisord program section that runs `kvgate up` with these options.",
+      "Write a systemd unit, a supervisord program section or a Windows task that runs `kvgate up` with "
+      "these "
+      "options.",
       "kvgate unit"};
   std::string kind;
   std::string name = "kvgate";
@@ -42,9 +56,9 @@ int run_unit(int argc, char** argv) {
   std::optional<std::string> out;
   bool jetson_clocks = false;
   UpOptions options;
-  app.add_option("kind", kind, "systemd or supervisor")
+  app.add_option("kind", kind, "systemd, supervisor or windows-task (Task Scheduler XML, UTF-16)")
       ->required()
-      ->check(CLI::IsMember({"systemd", "supervisor"}));
+      ->check(CLI::IsMember({"systemd", "supervisor", "windows-task"}));
   add_up_options(app, options);
   app.add_option("--name", name, "unit / program name (default kvgate)");
   app.add_option("--user", user, "run the service as this user");
@@ -76,22 +90,35 @@ int run_unit(int argc, char** argv) {
 
   engine::ServiceUnitOptions u;
   u.name = name;
-  std::error_code ec;
-  u.kvgate_binary = fs::canonical("/proc/self/exe", ec).string();
-  if (ec) return fail("cannot find the kvgate binary: " + ec.message(), kExitFailure);
+  auto self = util::this_executable();
+  if (!self) return fail(self.error().message(), kExitFailure);
+  u.kvgate_binary = *self;
   u.up_args = to_up_args(options);
   u.user = user;
   u.description = fmt::format("kvgate: llama-server supervisor and gateway ({})",
                               merged.values.count("listen") ? merged.values["listen"] : "127.0.0.1:8787");
-  u.environment["XDG_CACHE_HOME"] = engine::cache_root().parent_path().string();
+  // The service finds the same cache; on Windows a task runs as this user, whose
+  // %LOCALAPPDATA% is the default, so only a cache named by XDG_CACHE_HOME is passed on.
+  if (kind != "windows-task" || std::getenv("XDG_CACHE_HOME") != nullptr) {  // NOLINT(concurrency-mt-unsafe)
+    u.environment["XDG_CACHE_HOME"] = engine::cache_root().parent_path().string();
+  }
   if (const char* s = std::getenv("KVGATE_SERVER"); s && *s && !merged.values.count("server")) {
     u.environment["KVGATE_SERVER"] = absolute(s);
   }
   if (jetson_clocks) u.clock_lock_command = "/usr/bin/jetson_clocks";
   if (clock_lock) u.clock_lock_command = *clock_lock;
-  u.log_file = (engine::cache_root() / "logs" / (name + "-supervisord.log")).string();
+  u.log_file =
+      (engine::cache_root() / "logs" / (name + (kind == "windows-task" ? "-task.log" : "-supervisord.log")))
+          .string();
 
-  const std::string text = kind == "systemd" ? engine::systemd_unit(u) : engine::supervisor_program(u);
+  std::string text;
+  if (kind == "windows-task") {
+    auto task = engine::windows_task(u);
+    if (!task) return fail(task.error().message());
+    text = utf16le_with_bom(*task);  // what schtasks /xml reads
+  } else {
+    text = kind == "systemd" ? engine::systemd_unit(u) : engine::supervisor_program(u);
+  }
   if (!out) {
     std::fputs(text.c_str(), stdout);
     return kExitOk;

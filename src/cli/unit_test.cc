@@ -94,6 +94,24 @@ TEST_F(UnitCommandTest, SupervisorProgramRunsUpWithTheOptions) {
   EXPECT_NE(made.output.find("\nenvironment=XDG_CACHE_HOME="), std::string::npos);
 }
 
+TEST_F(UnitCommandTest, WindowsTaskIsUtf16ForSchtasks) {
+  const fs::path task = dir_ / (name_ + ".xml");
+  Ran made = run({kKvgate, "unit", "windows-task", model_.string(), "--name", name_, "--out", task.string()});
+  ASSERT_EQ(made.code, 0) << made.output;
+  const std::string bytes = slurp(task);
+  ASSERT_GE(bytes.size(), 4u);
+  EXPECT_EQ(bytes.substr(0, 2), "\xFF\xFE") << "a UTF-16LE byte-order mark";
+  // Every other byte of ASCII text in UTF-16LE is zero; the text itself reads back.
+  std::string ascii;
+  for (size_t i = 2; i + 1 < bytes.size(); i += 2) {
+    EXPECT_EQ(bytes[i + 1], '\0') << "at " << i;
+    ascii += bytes[i];
+  }
+  EXPECT_NE(ascii.find("<Command>cmd.exe</Command>"), std::string::npos) << ascii;
+  EXPECT_NE(ascii.find(fs::canonical(model_).string()), std::string::npos) << ascii;
+  EXPECT_NE(ascii.find(name_ + "-task.log"), std::string::npos) << ascii;
+}
+
 TEST_F(UnitCommandTest, OptionsAreCheckedLikeUp) {
   Ran bad = run({kKvgate, "unit", "systemd", model_.string(), "--ctx", "lots"});
   EXPECT_EQ(bad.code, 2);

@@ -1,5 +1,5 @@
-// Service files that run `kvgate up` at boot: a systemd unit or a supervisord program
-// section, for the exact options `kvgate unit` was given.
+// Service files that run `kvgate up` at boot: a systemd unit, a supervisord program section or
+// a Windows Task Scheduler task, for the exact options `kvgate unit` was given.
 //
 // Both restart kvgate when it fails (kvgate itself restarts a crashed or hung engine; it
 // exits non-zero only when it gives up, e.g. a start that fails verification), stop it with
@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "util/result.h"
 
 namespace kvgate::engine {
 
@@ -41,6 +43,12 @@ struct ServiceUnitOptions {
 
 std::string systemd_unit(const ServiceUnitOptions& options);
 std::string supervisor_program(const ServiceUnitOptions& options);
+// A Windows Task Scheduler task (windows_task.cc): a task rather than a service, because a user
+// installs it with the system's own schtasks and without administrator rights, and kvgate.exe
+// needs no service entry point; it starts at the user's logon, restarts kvgate when it exits
+// with an error (Task Scheduler waits at least a minute between restarts) and appends kvgate's
+// output to `log_file` through cmd.exe. Error when an option holds a '%' (cmd would expand it).
+Result<std::string> windows_task(const ServiceUnitOptions& options);
 
 // One command-line word quoted for systemd's ExecStart= (`%` and `$` escaped).
 std::string systemd_quote(const std::string& word);

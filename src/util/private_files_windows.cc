@@ -47,9 +47,11 @@ Status restrict_to_owner(const fs::path& path) {
   static const std::wstring sddl = L"D:P(A;OICI;FA;;;" + user_sid() + L")(A;OICI;FA;;;SY)";
   PSECURITY_DESCRIPTOR sd = nullptr;
   if (!::ConvertStringSecurityDescriptorToSecurityDescriptorW(sddl.c_str(), SDDL_REVISION_1, &sd, nullptr)) {
-    return Error(fmt::format("cannot build an access list for '{}': {}", path.string(), last_windows_error()));
+    return Error(
+        fmt::format("cannot build an access list for '{}': {}", path.string(), last_windows_error()));
   }
-  const BOOL ok = ::SetFileSecurityW(path.c_str(), DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION, sd);
+  const BOOL ok =
+      ::SetFileSecurityW(path.c_str(), DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION, sd);
   const std::string error = ok ? "" : last_windows_error();
   ::LocalFree(sd);
   if (!ok) return Error(fmt::format("cannot restrict the permissions of '{}': {}", path.string(), error));

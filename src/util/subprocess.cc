@@ -75,6 +75,23 @@ std::string shell_quote(std::string_view arg) {
   return out + "'";
 }
 
+std::string windows_quote(std::string_view arg) {
+  if (!arg.empty() && arg.find_first_of(" \t\n\v\"") == std::string_view::npos) return std::string(arg);
+  std::string out = "\"";
+  size_t backslashes = 0;
+  for (char c : arg) {
+    if (c == '\\') {
+      ++backslashes;
+      continue;
+    }
+    out.append(c == '"' ? backslashes * 2 + 1 : backslashes, '\\');
+    backslashes = 0;
+    out += c;
+  }
+  out.append(backslashes * 2, '\\');
+  return out + "\"";
+}
+
 std::string shell_command(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) {

@@ -107,6 +107,14 @@ void set_env(const std::string& name, const std::string& value, bool overwrite);
 // through cmd.exe).
 Error exec_program(const std::string& program, std::vector<std::string> args);
 
+// The running program's own file (POSIX: /proc/self/exe resolved; Windows: its module file).
+Result<std::string> this_executable();
+
+// `arg` as the Windows C runtime (CommandLineToArgvW) reads it back as one argument: unchanged
+// when it holds no space, tab or quote, else in double quotes with backslashes doubled only
+// before a quote. Pure; used on every platform (for Windows task files).
+std::string windows_quote(std::string_view arg);
+
 // Whether `path` is a regular file this process may execute (Windows: a file whose name ends
 // in .exe, .com, .bat or .cmd).
 bool is_executable_file(const std::string& path);

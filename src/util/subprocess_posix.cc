@@ -150,6 +150,13 @@ Error exec_program(const std::string& program, std::vector<std::string> args) {
   return Error(fmt::format("cannot start {}: {}", program, std::strerror(errno)));
 }
 
+Result<std::string> this_executable() {
+  std::error_code ec;
+  const auto path = std::filesystem::canonical("/proc/self/exe", ec);
+  if (ec) return Error("cannot find this program's file: " + ec.message());
+  return path.string();
+}
+
 bool is_executable_file(const std::string& path) {
   std::error_code ec;
   return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;

@@ -23,30 +23,11 @@ namespace kvgate::util {
 
 namespace {
 
-// One argument as the C runtime's command-line parser reads it back (CommandLineToArgvW):
-// quoted when it holds a space, tab or quote; backslashes doubled only before a quote.
-std::wstring quote_argument(const std::wstring& arg) {
-  if (!arg.empty() && arg.find_first_of(L" \t\n\v\"") == std::wstring::npos) return arg;
-  std::wstring out = L"\"";
-  size_t backslashes = 0;
-  for (wchar_t c : arg) {
-    if (c == L'\\') {
-      ++backslashes;
-      continue;
-    }
-    out.append(c == L'"' ? backslashes * 2 + 1 : backslashes, L'\\');
-    backslashes = 0;
-    out += c;
-  }
-  out.append(backslashes * 2, L'\\');
-  return out + L"\"";
-}
-
 std::wstring command_line(const std::vector<std::string>& argv) {
   std::wstring out;
   for (const auto& a : argv) {
     if (!out.empty()) out += L' ';
-    out += quote_argument(widen(a));
+    out += widen(windows_quote(a));
   }
   return out;
 }
@@ -259,6 +240,13 @@ Error exec_program(const std::string& program, std::vector<std::string> args) {
   ::GetExitCodeProcess(pi.hProcess, &code);
   std::fflush(nullptr);
   std::exit(static_cast<int>(code));  // atexit: the console pumps finish
+}
+
+Result<std::string> this_executable() {
+  wchar_t path[MAX_PATH];
+  const DWORD n = ::GetModuleFileNameW(nullptr, path, MAX_PATH);
+  if (n == 0 || n == MAX_PATH) return Error("cannot find this program's file: " + last_windows_error());
+  return narrow(std::wstring_view(path, n));
 }
 
 bool is_executable_file(const std::string& path) {

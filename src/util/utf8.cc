@@ -36,6 +36,27 @@ size_t utf8_sequence(std::string_view t, size_t p) {
   return n;
 }
 
+std::u16string to_utf16(std::string_view t) {
+  std::u16string out;
+  for (size_t i = 0; i < t.size();) {
+    const size_t n = utf8_sequence(t, i);
+    const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(t[i + k])); };
+    uint32_t cp = 0xFFFD;
+    if (n == 1) cp = b(0);
+    if (n == 2) cp = ((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu);
+    if (n == 3) cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
+    if (n == 4) cp = ((b(0) & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu);
+    i += n > 0 ? n : 1;
+    if (cp >= 0x10000) {
+      out += static_cast<char16_t>(0xD800 + ((cp - 0x10000) >> 10));
+      out += static_cast<char16_t>(0xDC00 + ((cp - 0x10000) & 0x3FF));
+    } else {
+      out += static_cast<char16_t>(cp);
+    }
+  }
+  return out;
+}
+
 size_t complete_utf8_prefix(std::string_view text) {
   // Look back at most 3 bytes for the lead byte of a sequence that does not fit.
   for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {

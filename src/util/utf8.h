@@ -27,6 +27,8 @@ bool is_valid_utf8(std::string_view text);
 // first bytes wait for the rest, at most 3). A writer that converts chunks of a stream keeps
 // characters whole with it.
 size_t complete_utf8_prefix(std::string_view text);
+// UTF-8 → UTF-16 (surrogate pairs past U+FFFF); an invalid sequence becomes U+FFFD.
+std::u16string to_utf16(std::string_view utf8);
 // `text` with every invalid sequence replaced by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 

@@ -75,3 +75,17 @@ TEST(Utf8Test, CompletePrefixHoldsBackOnlyACutSequence) {
 
 }  // namespace
 }  // namespace kvgate::util
+
+namespace kvgate::util {
+namespace {
+
+TEST(Utf8Test, ToUtf16PairsAboveTheBasicPlaneAndRepairs) {
+  EXPECT_EQ(to_utf16("a中"), u"a中");
+  EXPECT_EQ(to_utf16("\xF0\x9F\x98\x80"), std::u16string({0xD83D, 0xDE00}));
+  EXPECT_EQ(to_utf16("a\xFF"
+                     "b"),
+            std::u16string({u'a', 0xFFFD, u'b'}));
+}
+
+}  // namespace
+}  // namespace kvgate::util
