@@ -30,7 +30,7 @@ struct Ran {
 };
 
 Ran kvgate(std::vector<std::string> args) {
-  std::vector<std::string> argv = {std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate"};
+  std::vector<std::string> argv = {std::string(kvgate::testing::kvgate_path())};
   argv.insert(argv.end(), args.begin(), args.end());
   Ran r;
   std::mutex mu;

@@ -17,7 +17,7 @@ using testing::Ran;
 
 namespace fs = std::filesystem;
 
-const std::string kKvgate = std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate";
+const std::string kKvgate = kvgate::testing::kvgate_path();
 
 // Runs a command line; this build's kvgate through testing::run_kvgate (behind the emulator of
 // a cross build).

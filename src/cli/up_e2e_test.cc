@@ -34,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kKvgate = std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate";
+const std::string kKvgate = kvgate::testing::kvgate_path();
 
 bool process_exists(pid_t pid) {
   std::ifstream stat(fmt::format("/proc/{}/stat", pid));

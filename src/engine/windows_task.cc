@@ -13,12 +13,23 @@ std::string xml_escaped(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -48,12 +59,15 @@ Result<std::string> windows_task(const ServiceUnitOptions& o) {
   std::string t;
   t += "<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n";
   t += fmt::format(
-      "<!-- Task {0}, written by `kvgate unit windows-task --out {0}.xml`. Install (no administrator needed):\n"
+      "<!-- Task {0}, written by `kvgate unit windows-task --out {0}.xml`. Install (no administrator "
+      "needed):\n"
       "       schtasks /create /tn {0} /xml {0}.xml\n"
-      "     Start now: schtasks /run /tn {0}   Stop: schtasks /end /tn {0}   Remove: schtasks /delete /tn {0} -->\n",
+      "     Start now: schtasks /run /tn {0}   Stop: schtasks /end /tn {0}   Remove: schtasks /delete /tn "
+      "{0} -->\n",
       o.name);
   t += "<Task version=\"1.2\" xmlns=\"http://schemas.microsoft.com/windows/2004/02/mit/task\">\n";
-  t += fmt::format("  <RegistrationInfo><Description>{}</Description></RegistrationInfo>\n", xml_escaped(o.description));
+  t += fmt::format("  <RegistrationInfo><Description>{}</Description></RegistrationInfo>\n",
+                   xml_escaped(o.description));
   t += "  <!-- At this user's logon, in this user's session (the GPU driver and the cache are theirs). -->\n";
   t += "  <Triggers><LogonTrigger><Enabled>true</Enabled></LogonTrigger></Triggers>\n";
   t += "  <Principals><Principal id=\"Author\"><LogonType>InteractiveToken</LogonType>"
@@ -63,7 +77,8 @@ Result<std::string> windows_task(const ServiceUnitOptions& o) {
   t += "    <DisallowStartIfOnBatteries>false</DisallowStartIfOnBatteries>\n";
   t += "    <StopIfGoingOnBatteries>false</StopIfGoingOnBatteries>\n";
   t += "    <ExecutionTimeLimit>PT0S</ExecutionTimeLimit>\n";
-  t += "    <!-- kvgate restarts a crashed or hung engine itself; the task restarts kvgate when it gives up. -->\n";
+  t += "    <!-- kvgate restarts a crashed or hung engine itself; the task restarts kvgate when it gives up. "
+       "-->\n";
   t += fmt::format("    <RestartOnFailure><Interval>PT{}M</Interval><Count>{}</Count></RestartOnFailure>\n",
                    restart_minutes, o.start_limit_burst);
   t += "    <Hidden>true</Hidden>\n";

@@ -1,7 +1,7 @@
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "engine/service_unit.h"
 
@@ -76,7 +76,8 @@ TEST(WindowsTaskTest, RunsUpThroughCmdWithTheLogAndRestartPolicy) {
   EXPECT_NE(x.find("encoding=\"UTF-16\""), std::string::npos);
   EXPECT_EQ(element(x, "Command"), "cmd.exe");
   EXPECT_NE(x.find("<LogonTrigger>"), std::string::npos);
-  EXPECT_NE(x.find("<RestartOnFailure><Interval>PT1M</Interval><Count>5</Count></RestartOnFailure>"), std::string::npos);
+  EXPECT_NE(x.find("<RestartOnFailure><Interval>PT1M</Interval><Count>5</Count></RestartOnFailure>"),
+            std::string::npos);
   EXPECT_NE(x.find("<ExecutionTimeLimit>PT0S</ExecutionTimeLimit>"), std::string::npos) << "no time limit";
   EXPECT_NE(x.find("<MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>"), std::string::npos);
 }
@@ -93,8 +94,7 @@ TEST(WindowsTaskTest, TheArgumentsSplitBackIntoKvgatesOwn) {
   line.pop_back();
   const size_t redirect = line.rfind(" >> ");
   ASSERT_NE(redirect, std::string::npos) << line;
-  EXPECT_EQ(split_windows(line.substr(redirect + 4)),
-            (std::vector<std::string>{o.log_file, "2>&1"}));
+  EXPECT_EQ(split_windows(line.substr(redirect + 4)), (std::vector<std::string>{o.log_file, "2>&1"}));
   std::vector<std::string> expected{o.kvgate_binary, "up"};
   expected.insert(expected.end(), o.up_args.begin(), o.up_args.end());
   EXPECT_EQ(split_windows(line.substr(0, redirect)), expected);

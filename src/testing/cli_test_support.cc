@@ -12,7 +12,7 @@ namespace kvgate::testing {
 std::vector<std::string> kvgate_command() {
   std::vector<std::string> argv;
   if (std::string_view(kvgate::testing::test_emulator()) != "") argv.emplace_back(kvgate::testing::test_emulator());
-  argv.push_back(std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate");
+  argv.push_back(std::string(kvgate::testing::kvgate_path()));
   return argv;
 }
 

@@ -8,5 +8,6 @@ namespace kvgate::testing {
 const char* source_dir();     // the checkout's root
 const char* binary_dir();     // the build folder
 const char* test_emulator();  // what runs a target binary when cross-compiled (qemu), else ""
+const char* kvgate_path();    // this build's kvgate binary (kvgate.exe on Windows)
 
 }  // namespace kvgate::testing

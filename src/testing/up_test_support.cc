@@ -10,7 +10,7 @@
 
 namespace kvgate::testing {
 
-std::string kvgate_binary() { return std::string(kvgate::testing::binary_dir()) + "/src/cli/kvgate"; }
+std::string kvgate_binary() { return kvgate::testing::kvgate_path(); }
 
 bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
