@@ -21,6 +21,7 @@ wait_for_log() {
   local deadline=$((SECONDS + $2))
   until grep -q -- "$1" "$work/up.err" 2>/dev/null; do
     ((SECONDS < deadline)) || return 1
+    [[ -z ${kvgate_pid:-} ]] || kill -0 "$kvgate_pid" 2>/dev/null || return 1  # it exited
     sleep 0.5
   done
 }

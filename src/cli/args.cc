@@ -7,6 +7,9 @@
 namespace kvgate::cli {
 
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  // CLI11 reads "/name" as an option on Windows by default; there it is a path as often
+  // (Z:\ under wine, a Git Bash path), and kvgate's options are spelled the same everywhere.
+  app.allow_windows_style_options(false);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
