@@ -7,8 +7,11 @@
 #include <fmt/format.h>
 
 #include "bench/csv.h"
+#include "util/xml_text.h"
 
 namespace kvgate::bench {
+
+using util::xml_escape;
 
 namespace {
 
@@ -143,8 +146,8 @@ Frame panel_frame(const SvgChart& c, double plot_l, double plot_r, double plot_t
 
 void draw_title(std::string& out, const SvgChart& c, const std::vector<std::string>& note_lines, double left,
                 double y0) {
-  out += fmt::format(R"(<text x="{}" y="{}" font-size="16" font-weight="bold">{}</text>)", num(left), num(y0 + 24),
-                     xml_escape(c.title));
+  out += fmt::format(R"(<text x="{}" y="{}" font-size="16" font-weight="bold">{}</text>)", num(left),
+                     num(y0 + 24), xml_escape(c.title));
   out += '\n';
   for (size_t i = 0; i < note_lines.size(); ++i) {
     out += fmt::format(R"(<text x="{}" y="{}" font-size="12" fill="#555">{}</text>)", num(left),
@@ -167,8 +170,8 @@ void draw_axes(std::string& out, const SvgChart& c, const Frame& f) {
   for (double t : f.xticks) {
     if (t < f.sx.lo - 1e-9 || t > f.sx.hi + 1e-9) continue;
     const double x = f.sx(t);
-    out += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#f0f0f0"/>)", num(x), num(f.top), num(x),
-                       num(f.bottom));
+    out += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#f0f0f0"/>)", num(x), num(f.top),
+                       num(x), num(f.bottom));
     out += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="#333">{}</text>)",
                        num(x), num(f.bottom + 16), xml_escape(format_tick(t, c.x_format)));
     out += '\n';
@@ -234,21 +237,23 @@ void draw_legend(std::string& out, const SvgChart& c, const Frame& f) {
   for (const auto& s : c.series) lw = std::max(lw, 7.0 * static_cast<double>(s.label.size()));
   const double box_w = lw + 44, box_h = 8 + 18 * static_cast<double>(c.series.size());
   const double bx = c.legend_left ? f.left + 8 : f.right - box_w - 8, by = f.top + 8;
-  out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="white" fill-opacity="0.85" stroke="#ccc"/>)",
-                     num(bx), num(by), num(box_w), num(box_h));
+  out += fmt::format(
+      R"(<rect x="{}" y="{}" width="{}" height="{}" fill="white" fill-opacity="0.85" stroke="#ccc"/>)",
+      num(bx), num(by), num(box_w), num(box_h));
   out += '\n';
   for (size_t i = 0; i < c.series.size(); ++i) {
     const auto& s = c.series[i];
     const double ly = by + 16 + 18 * static_cast<double>(i);
     if (s.line) {
-      out += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{}/>)", num(bx + 8),
-                         num(ly - 4), num(bx + 30), num(ly - 4), xml_escape(s.color),
+      out += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2"{}/>)",
+                         num(bx + 8), num(ly - 4), num(bx + 30), num(ly - 4), xml_escape(s.color),
                          s.dashed ? R"( stroke-dasharray="6 4")" : "");
     } else {
       out += fmt::format(R"(<circle cx="{}" cy="{}" r="3" fill="{}"/>)", num(bx + 19), num(ly - 4),
                          xml_escape(s.color));
     }
-    out += fmt::format(R"(<text x="{}" y="{}" font-size="12">{}</text>)", num(bx + 36), num(ly), xml_escape(s.label));
+    out += fmt::format(R"(<text x="{}" y="{}" font-size="12">{}</text>)", num(bx + 36), num(ly),
+                       xml_escape(s.label));
     out += '\n';
   }
 }
@@ -265,38 +270,6 @@ void render_panel(std::string& out, const SvgChart& c, double y0, double width, 
 }
 
 }  // namespace
-
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // Control characters are not allowed in XML 1.0 text.
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
-          out += ' ';
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return {lo};

@@ -57,6 +57,5 @@ std::string render_svg(std::span<const SvgChart> panels, int width = 880, int pa
 // Tick values covering [lo, hi] in 1-2-5 steps, about `target` of them (lo < hi).
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
 std::string format_tick(double value, AxisFormat format);
-std::string xml_escape(std::string_view text);
 
 }  // namespace kvgate::bench

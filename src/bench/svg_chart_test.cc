@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "util/xml_text.h"
+
 namespace kvgate::bench {
 namespace {
 
@@ -38,8 +40,8 @@ TEST(SvgChartTest, TickLabels) {
 }
 
 TEST(SvgChartTest, EscapesText) {
-  EXPECT_EQ(xml_escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
-  EXPECT_EQ(xml_escape(std::string("x\x01y")), "x y");
+  EXPECT_EQ(util::xml_escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;");
+  EXPECT_EQ(util::xml_escape(std::string("x\x01y")), "x y");
 }
 
 SvgChart sample() {

@@ -5,35 +5,10 @@
 
 #include "engine/service_unit.h"
 #include "util/subprocess.h"
+#include "util/xml_text.h"
 
 namespace kvgate::engine {
 namespace {
-
-std::string xml_escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // cmd.exe's /c line: the environment, then kvgate up with its output appended to the log. A
 // '%' would expand a variable there, and cmd /c has no escape for it: windows_task refuses it.
@@ -67,7 +42,7 @@ Result<std::string> windows_task(const ServiceUnitOptions& o) {
       o.name);
   t += "<Task version=\"1.2\" xmlns=\"http://schemas.microsoft.com/windows/2004/02/mit/task\">\n";
   t += fmt::format("  <RegistrationInfo><Description>{}</Description></RegistrationInfo>\n",
-                   xml_escaped(o.description));
+                   util::xml_escape(o.description));
   t += "  <!-- At this user's logon, in this user's session (the GPU driver and the cache are theirs). -->\n";
   t += "  <Triggers><LogonTrigger><Enabled>true</Enabled></LogonTrigger></Triggers>\n";
   t += "  <Principals><Principal id=\"Author\"><LogonType>InteractiveToken</LogonType>"
@@ -85,7 +60,7 @@ Result<std::string> windows_task(const ServiceUnitOptions& o) {
   t += "  </Settings>\n";
   t += "  <Actions Context=\"Author\"><Exec>\n";
   t += "    <Command>cmd.exe</Command>\n";
-  t += fmt::format("    <Arguments>{}</Arguments>\n", xml_escaped("/d /s /c \"" + line + "\""));
+  t += fmt::format("    <Arguments>{}</Arguments>\n", util::xml_escape("/d /s /c \"" + line + "\""));
   t += "  </Exec></Actions>\n";
   t += "</Task>\n";
   return t;

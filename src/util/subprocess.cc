@@ -22,7 +22,8 @@ std::string ExitStatus::describe() const {
 #ifdef _WIN32
   if (signaled()) return "killed by signal " + std::to_string(signal);
   // Windows reports a crash as an NTSTATUS exit code: 0xC0000005 reads better in hex.
-  if (static_cast<unsigned>(code) >= 0xC0000000u) return fmt::format("exited with code {:#x}", static_cast<unsigned>(code));
+  if (static_cast<unsigned>(code) >= 0xC0000000u)
+    return fmt::format("exited with code {:#x}", static_cast<unsigned>(code));
 #else
   if (signaled()) return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
 #endif
@@ -34,9 +35,7 @@ Subprocess::Subprocess(pid_t pid, int out_fd, std::function<void(std::string_vie
   reader_ = std::thread([this] { read_output(); });
 }
 
-Subprocess::~Subprocess() {
-  stop(std::chrono::seconds(2));
-}
+Subprocess::~Subprocess() { stop(std::chrono::seconds(2)); }
 
 void Subprocess::read_output() {
   std::string pending;
@@ -56,6 +55,14 @@ void Subprocess::read_output() {
   ::close(out_fd_);
 }
 
+bool Subprocess::running() { return !try_reap(false); }
+
+std::optional<ExitStatus> Subprocess::exit_status() {
+  try_reap(false);
+  std::lock_guard lock(mu_);
+  return status_;
+}
+
 std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!try_reap(false)) {
@@ -67,7 +74,8 @@ std::optional<ExitStatus> Subprocess::wait_for(std::chrono::milliseconds timeout
 
 std::string shell_quote(std::string_view arg) {
   const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("_./=:,+@%-").find(c) != std::string_view::npos;
   });
   if (plain) return std::string(arg);
   std::string out = "'";

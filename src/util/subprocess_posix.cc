@@ -102,14 +102,6 @@ bool Subprocess::try_reap(bool block) {
   return true;
 }
 
-bool Subprocess::running() { return !try_reap(false); }
-
-std::optional<ExitStatus> Subprocess::exit_status() {
-  try_reap(false);
-  std::lock_guard lock(mu_);
-  return status_;
-}
-
 void Subprocess::signal_group(int sig) {
   {
     std::lock_guard lock(mu_);
