@@ -15,13 +15,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include <fmt/format.h>
-#include <sched.h>
 #ifndef _WIN32
 #include <sched.h>
 #endif
@@ -47,6 +47,7 @@ struct Options {
   std::string cuda = "auto";
   std::string kv_quant;
   std::string nvcc;
+  std::string vcvars;
   std::string device_root;
   std::string nvidia_smi_output;
   std::string target = "llama-server";
@@ -136,10 +137,41 @@ Result<device::Facts> read_device(const Options& o) {
   return device::read_facts(o.device_root.empty() ? fs::path("/") : fs::path(o.device_root), smi);
 }
 
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read-only
+  return v != nullptr ? v : "";
+}
+
+// Windows: MSVC already on PATH, else the newest Visual Studio with the x64 C++ tools (--vcvars,
+// else vswhere.exe).
+void find_msvc(const Options& o, engine::Toolchain& t) {
+  t.windows = true;
+  t.msvc_on_path = util::find_program("cl").has_value();
+  if (!o.vcvars.empty()) {
+    t.visual_studio = engine::VisualStudio{.vcvars = o.vcvars};
+  } else if (!t.msvc_on_path) {
+    std::string program_files = env_or_empty("ProgramFiles(x86)");
+    if (program_files.empty()) program_files = "C:\\Program Files (x86)";
+    const auto vswhere = engine::vswhere_command(program_files);
+    if (util::is_executable_file(vswhere[0])) {
+      if (auto r = capture(vswhere, std::chrono::seconds(30)); r && r->code == 0)
+        t.visual_studio = engine::parse_vswhere(r->output);
+    }
+  }
+  if (!t.ninja && t.visual_studio && !t.visual_studio->path.empty())
+    t.ninja = util::is_executable_file(t.visual_studio->bundled_ninja());
+}
+
 engine::Toolchain find_toolchain(const Options& o, const std::string& device_root) {
   engine::Toolchain t;
   t.cores = device_cores(device_root);
   t.ninja = util::find_program("ninja").has_value();
+#ifdef _WIN32
+  constexpr bool kWindows = true;
+#else
+  constexpr bool kWindows = false;
+#endif
+  if (kWindows) find_msvc(o, t);
   if (o.cuda == "off") return t;
   if (auto cmake = util::find_program("cmake")) {
     // "cmake version 3.25.1"
@@ -157,6 +189,9 @@ engine::Toolchain find_toolchain(const Options& o, const std::string& device_roo
     t.nvcc = *on_path;
   } else if (util::is_executable_file("/usr/local/cuda/bin/nvcc")) {
     t.nvcc = "/usr/local/cuda/bin/nvcc";
+  } else if (const std::string cuda = env_or_empty("CUDA_PATH");
+             t.windows && !cuda.empty() && util::is_executable_file(cuda + "\\bin\\nvcc.exe")) {
+    t.nvcc = cuda + "\\bin\\nvcc.exe";  // the Windows installer sets CUDA_PATH
   }
   if (t.nvcc && util::is_executable_file(*t.nvcc)) {
     if (auto v = capture({*t.nvcc, "--version"}, std::chrono::seconds(20)); v && v->code == 0) {
@@ -209,23 +244,33 @@ std::string device_line(const device::Facts& d, unsigned cores) {
   return fmt::format("{}; {} core(s)", d.summary(), cores);
 }
 
+// The command line as the shell that runs it reads it: POSIX sh, or cmd.exe on Windows.
+std::string command_line(const std::vector<std::string>& argv, bool windows) {
+  if (!windows) return util::shell_command(argv);
+  std::string line;
+  for (const auto& a : argv) line += (line.empty() ? "" : " ") + util::windows_quote(a);
+  return line;
+}
+
 void print_plan(std::FILE* out, const engine::SourceTree& tree, const device::Facts& device,
                 const engine::Toolchain& tools, const engine::BuildPlan& plan) {
   std::fprintf(out, "# kvgate engine build: %s\n", tree.dir.string().c_str());
   std::fprintf(out, "# device: %s\n", device_line(device, tools.cores).c_str());
   for (const auto& r : plan.reasons) std::fprintf(out, "# %s\n", r.c_str());
   for (const auto& w : plan.warnings) std::fprintf(out, "# warning: %s\n", w.c_str());
-  std::fprintf(out, "%s\n%s\n", util::shell_command(plan.configure).c_str(),
-               util::shell_command(plan.build).c_str());
+  if (!plan.vcvars.empty()) std::fprintf(out, "call %s\n", util::windows_quote(plan.vcvars).c_str());
+  std::fprintf(out, "%s\n%s\n", command_line(plan.configure, plan.windows).c_str(),
+               command_line(plan.build, plan.windows).c_str());
 }
 
 // Runs one step with its output in `log`; ninja's progress is echoed every 30 s.
-Status run_step(const std::vector<std::string>& argv, const fs::path& log, std::string_view what) {
+Status run_step(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                const fs::path& log, std::string_view what) {
   std::ofstream file(log, std::ios::trunc);
   if (!file) return Error(fmt::format("cannot write '{}'", log.string()));
   std::mutex mu;
   auto last = std::chrono::steady_clock::now();
-  auto p = util::Subprocess::spawn({.argv = argv, .on_line = [&](std::string_view line) {
+  auto p = util::Subprocess::spawn({.argv = argv, .set_env = env, .on_line = [&](std::string_view line) {
                                       std::lock_guard lock(mu);
                                       file << line << '\n';
                                       const auto now = std::chrono::steady_clock::now();
@@ -274,33 +319,78 @@ Status write_atomically(const fs::path& path, const std::string& text) {
   return {};
 }
 
-// Configure, build, copy the binary into out/bin, record the build. Returns the binary.
+// Windows: the environment vcvars64.bat leaves: cmd.exe calls it, then lists `set`. Empty when
+// the plan needs none. (cmd.exe writes the listing in the console's code page: a folder name
+// outside it would not survive; Visual Studio's own folders are ASCII.)
+Result<std::map<std::string, std::string>> compiler_environment(const engine::BuildPlan& plan) {
+  if (plan.vcvars.empty()) return std::map<std::string, std::string>{};
+  auto cmd = util::find_program("cmd");
+  if (!cmd) return Error("cmd.exe is not on PATH");
+  say("reading the compiler environment of " + plan.vcvars);
+  auto r = capture({*cmd, "/d", "/c", "call", plan.vcvars, ">nul", "&&", "set"}, std::chrono::seconds(120));
+  if (!r || r->code != 0) {
+    return Error(fmt::format("'{}' failed{}: is it Visual Studio's vcvars64.bat? (--vcvars PATH)",
+                             plan.vcvars, r ? fmt::format(" (exit {})", r->code) : ""));
+  }
+  auto env = engine::parse_environment(r->output);
+  if (!engine::environment_value(env, "INCLUDE")) {
+    return Error(
+        fmt::format("'{}' set no INCLUDE: it is not a Visual Studio environment script", plan.vcvars));
+  }
+  return env;
+}
+
+// Copies `files` into `dir` (through a temporary name each, so a half-copied file never stays).
+Status copy_into(const std::vector<fs::path>& files, const fs::path& dir) {
+  for (const fs::path& from : files) {
+    std::error_code ec;
+    const fs::path to = dir / from.filename();
+    const fs::path tmp = to.string() + ".tmp";
+    fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, to, ec);
+    if (ec) return Error(fmt::format("copying '{}' to '{}': {}", from.string(), to.string(), ec.message()));
+  }
+  return {};
+}
+
+// Configure, build, copy the binary (and on Windows the CUDA runtime DLLs beside `nvcc`) into
+// out/bin, record the build. Returns the binary.
 Result<fs::path> build_and_record(const engine::SourceTree& tree, const device::Facts& device,
-                                  const engine::BuildPlan& plan, const fs::path& out) {
+                                  const engine::BuildPlan& plan, const std::optional<std::string>& nvcc,
+                                  const fs::path& out) {
   std::error_code ec;
   fs::create_directories(out / "bin", ec);
   fs::create_directories(out / "logs", ec);
   if (ec) return Error(fmt::format("cannot create '{}': {}", out.string(), ec.message()));
-  auto cmake = util::find_program("cmake");
-  if (!cmake) return Error("cmake is not on PATH (apt install cmake)");
+  KV_ASSIGN_OR_RETURN(const auto env, compiler_environment(plan));
+  const auto env_path = engine::environment_value(env, "PATH");
+  auto cmake = env_path ? util::find_program("cmake", *env_path) : util::find_program("cmake");
+  if (!cmake) {
+    return Error(plan.windows
+                     ? "cmake.exe is not on PATH nor in Visual Studio's environment: install CMake or "
+                       "Visual Studio's \"C++ CMake tools for Windows\""
+                     : "cmake is not on PATH (apt install cmake)");
+  }
   std::vector<std::string> configure = plan.configure, build = plan.build;
   configure[0] = build[0] = *cmake;
 
   const auto start = std::chrono::steady_clock::now();
   say("configuring (log: " + (out / "logs/configure.log").string() + ")");
-  KV_TRY(run_step(configure, out / "logs/configure.log", "configure"));
+  KV_TRY(run_step(configure, env, out / "logs/configure.log", "configure"));
   say(fmt::format("building {} with -j{} (log: {}){}", plan.binary.filename().string(), plan.jobs.jobs,
                   (out / "logs/build.log").string(), plan.cuda ? "; nvcc builds take 30-60 minutes" : ""));
-  KV_TRY(run_step(build, out / "logs/build.log", "build"));
+  KV_TRY(run_step(build, env, out / "logs/build.log", "build"));
   const double minutes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60;
 
   const fs::path binary = out / "bin" / plan.binary.filename();
-  const fs::path tmp = binary.string() + ".tmp";
-  fs::copy_file(plan.binary, tmp, fs::copy_options::overwrite_existing, ec);
-  if (!ec) fs::rename(tmp, binary, ec);
-  if (ec)
-    return Error(
-        fmt::format("copying '{}' to '{}': {}", plan.binary.string(), binary.string(), ec.message()));
+  std::vector<fs::path> files{plan.binary};
+  if (plan.windows && plan.cuda && nvcc) {
+    const auto dlls = engine::cuda_runtime_dlls(*nvcc);
+    if (dlls.empty())
+      say("warning: no CUDA runtime DLLs beside " + *nvcc + ": the toolkit's bin must be on PATH");
+    files.insert(files.end(), dlls.begin(), dlls.end());
+  }
+  KV_TRY(copy_into(files, out / "bin"));
 
   std::string version;
   if (auto v = capture({binary.string(), "--version"}, std::chrono::seconds(30))) version = v->output;
@@ -357,7 +447,7 @@ int build(const Options& o) {
     if (!plan) return fail(plan.error().message());
   }
   print_plan(stderr, *tree, *device, tools, *plan);
-  auto binary = build_and_record(*tree, *device, *plan, fs::absolute(o.out));
+  auto binary = build_and_record(*tree, *device, *plan, tools.nvcc, fs::absolute(o.out));
   if (!binary) return fail(binary.error().message());
   std::printf("%s\n", binary->string().c_str());
   return kExitOk;
@@ -392,7 +482,12 @@ int run_engine(int argc, char** argv) {
   app.add_flag("--native-cpu", o.native_cpu, "x86-64: -march=native (enables AMX where present)");
   app.add_option("--jobs,-j", o.jobs, "parallel compile jobs (default: from free memory and cores)");
   app.add_option("--target", o.target, "the CMake target (default llama-server)");
-  app.add_option("--nvcc", o.nvcc, "the CUDA compiler (default: $CUDACXX, PATH, /usr/local/cuda/bin/nvcc)");
+  app.add_option("--nvcc", o.nvcc,
+                 "the CUDA compiler (default: $CUDACXX, PATH, /usr/local/cuda/bin/nvcc; Windows: "
+                 "%CUDA_PATH%\\bin\\nvcc.exe)");
+  app.add_option("--vcvars", o.vcvars,
+                 "Windows: Visual Studio's vcvars64.bat, whose environment the build runs in (default: the "
+                 "newest Visual Studio with the x64 C++ tools, from vswhere.exe)");
   app.add_flag("--stop-running", o.stop_running,
                "when memory is short, stop the running kvgate up instances first (SIGTERM)");
   app.add_flag("--dry-run", o.dry_run, "print the commands and the reasons; run nothing");

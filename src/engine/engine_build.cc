@@ -18,35 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kMaxCmakeFileBytes = 4 * 1024 * 1024;
-
-bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-Result<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(fmt::format("cannot read '{}'", path.string()));
-  std::string text(kMaxCmakeFileBytes, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  return text;
-}
-
-bool is_dir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
-bool is_file(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);
-}
-
 std::string on_off(bool on) { return on ? "ON" : "OFF"; }
 
 // `-DNAME=VALUE` when the tree declares NAME (or always for CMake's own variables).
@@ -178,11 +149,19 @@ Result<CudaDecision> decide_cuda(const SourceTree& tree, const device::Facts& de
   if (tools.nvcc) {
     plan.reasons.push_back(fmt::format(
         "nvcc: {}{}", *tools.nvcc, tools.cuda_version ? fmt::format(" (CUDA {})", *tools.cuda_version) : ""));
+  } else if (tools.windows) {
+    plan.warnings.push_back(
+        "nvcc.exe not found (--nvcc, %CUDACXX%, PATH, %CUDA_PATH%\\bin): a build stops before configuring; "
+        "install the CUDA toolkit for Windows after Visual Studio, or pass --nvcc PATH");
   } else {
     plan.warnings.push_back(
         "nvcc not found (PATH, $CUDACXX, /usr/local/cuda/bin): a build stops before configuring; install the "
-        "CUDA "
-        "toolkit (on a Jetson: sudo apt install nvidia-jetpack or cuda-toolkit) or pass --nvcc PATH");
+        "CUDA toolkit (on a Jetson: sudo apt install nvidia-jetpack or cuda-toolkit) or pass --nvcc PATH");
+  }
+  if (tools.windows) {
+    plan.reasons.push_back(
+        "runtime: llama-server.exe loads cudart64_*.dll, cublas64_*.dll and cublasLt64_*.dll at start; they "
+        "are copied from nvcc's folder next to it, so OUT\\bin runs without the toolkit on PATH");
   }
   return CudaDecision{.on = true, .arch = arch};
 }
@@ -258,7 +237,7 @@ void cpu_flags(const SourceTree& tree, const device::Facts& device, const BuildR
     if (request.native_cpu) {
       cmake.flag("GGML_NATIVE", true);
       plan.reasons.push_back("cpu: GGML_NATIVE=ON (--native-cpu): -march=native of the build machine");
-      if (tree.fork == plan::Fork::kMainline && tree.declares("GGML_AMX_INT8")) {
+      if (tree.fork == plan::Fork::kMainline && tree.declares("GGML_AMX_INT8") && !plan.windows) {
         plan.warnings.push_back(
             "--native-cpu on a CPU with AMX enables ggml's AMX matmul path, which crashes the "
             "pinned release (SIGSEGV in ggml_backend_amx_mul_mat) on q8_0 weights");
@@ -269,7 +248,10 @@ void cpu_flags(const SourceTree& tree, const device::Facts& device, const BuildR
     std::vector<std::string> on;
     for (std::string_view option :
          {"GGML_SSE42", "GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2"}) {
-      if (!tree.declares(option)) continue;
+      // MSVC: mainline declares FMA and F16C only `if (NOT MSVC)`, ik notes that F16C comes
+      // with AVX2 there, and /arch:AVX2 (what GGML_AVX2 sets) also emits FMA.
+      const bool msvc_implied = plan.windows && (option == "GGML_FMA" || option == "GGML_F16C");
+      if (!tree.declares(option) || msvc_implied) continue;
       cmake.flag(option, true);
       on.emplace_back(option.substr(5));
     }
@@ -337,99 +319,65 @@ void memory_warnings(const device::Facts& device, const BuildPlan& plan,
   }
 }
 
-}  // namespace
+// --- generator and toolchain ----------------------------------------------------------
 
-std::set<std::string> declared_cmake_options(std::string_view text) {
-  std::set<std::string> out;
-  size_t i = 0;
-  const size_t n = text.size();
-  while (i < n) {
-    const char c = text[i];
-    if (c == '#') {  // comment to the end of the line
-      while (i < n && text[i] != '\n') ++i;
-      continue;
-    }
-    if (c == '"') {  // skip a quoted argument
-      ++i;
-      while (i < n && text[i] != '"') i += text[i] == '\\' ? 2U : 1U;
-      ++i;
-      continue;
-    }
-    if (!is_ident(c) || (i > 0 && is_ident(text[i - 1]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < n && is_ident(text[j])) ++j;
-    const std::string word = lower(text.substr(i, j - i));
-    i = j;
-    if (word != "option" && word != "set") continue;
-    while (j < n && (text[j] == ' ' || text[j] == '\t')) ++j;
-    if (j >= n || text[j] != '(') continue;
-    ++j;
-    while (j < n && std::isspace(static_cast<unsigned char>(text[j])) != 0) ++j;
-    size_t k = j;
-    while (k < n && is_ident(text[k])) ++k;
-    if (k == j) continue;
-    const std::string name(text.substr(j, k - j));
-    if (word == "option") {
-      out.insert(name);
-      continue;
-    }
-    // set(NAME value... CACHE TYPE "doc"): a cache entry only when CACHE comes before ')'.
-    bool in_quotes = false;
-    size_t m = k;
-    for (; m < n; ++m) {
-      if (text[m] == '"') in_quotes = !in_quotes;
-      if (!in_quotes && text[m] == ')') break;
-      if (!in_quotes && text.substr(m, 5) == "CACHE" && !is_ident(text[m - 1]) &&
-          (m + 5 >= n || !is_ident(text[m + 5]))) {
-        out.insert(name);
-        break;
-      }
-    }
-  }
-  return out;
+std::string forward_slashes(std::string path) {
+  std::replace(path.begin(), path.end(), '\\', '/');
+  return path;
 }
 
-Result<SourceTree> read_source_tree(const fs::path& dir) {
-  if (!is_dir(dir)) return Error(fmt::format("'{}' is not a directory", dir.string()));
-  for (const char* need : {"CMakeLists.txt", "include/llama.h", "ggml/CMakeLists.txt"}) {
-    if (!is_file(dir / need)) {
-      return Error(fmt::format("'{}' is not a llama.cpp or ik_llama.cpp source tree: {} is missing",
-                               dir.string(), need));
-    }
-  }
-  SourceTree tree;
-  tree.dir = dir;
-  if (is_dir(dir / "ggml/src/iqk")) {
-    tree.fork = plan::Fork::kIk;
-    tree.fork_evidence = "ggml/src/iqk/ (ik_llama.cpp's CPU kernels) is present";
+// Windows: the compiler's environment and the generator; adds "-G ..." to `args`. True when
+// the generator is multi-config (Visual Studio: --config Release, bin/Release/).
+bool choose_windows_generator(const Toolchain& tools, bool cuda, std::vector<std::string>& args,
+                              BuildPlan& plan) {
+  const std::string why_msvc =
+      cuda ? "nvcc on Windows takes only MSVC as its host compiler" : "both forks' Windows builds use it";
+  if (tools.msvc_on_path) {
+    plan.reasons.push_back(
+        fmt::format("toolchain: MSVC, cl.exe already on PATH (a developer prompt): {}", why_msvc));
+  } else if (tools.visual_studio) {
+    const VisualStudio& vs = *tools.visual_studio;
+    plan.vcvars = vs.vcvars;
+    plan.reasons.push_back(
+        fmt::format("toolchain: MSVC{}, in the environment of {}: {}",
+                    vs.path.empty() ? "" : fmt::format(" of Visual Studio {} in {}", vs.version, vs.path),
+                    plan.vcvars, why_msvc));
   } else {
-    tree.fork = plan::Fork::kMainline;
-    tree.fork_evidence = is_dir(dir / "ggml/src/ggml-cpu")
-                             ? "ggml/src/ggml-cpu/ is present, ggml/src/iqk/ is not"
-                             : "ggml/src/iqk/ is absent";
+    plan.warnings.push_back(
+        "Visual Studio with the x64 C++ tools not found (vswhere.exe lists none, cl.exe is not on PATH): "
+        "install "
+        "\"Build Tools for Visual Studio 2022\" with the \"Desktop development with C++\" workload (before "
+        "the "
+        "CUDA toolkit, so CUDA adds its Visual Studio integration), or run from its \"x64 Native Tools\" "
+        "prompt, "
+        "or pass --vcvars PATH");
   }
-  for (const char* server : {"tools/server", "examples/server"}) {
-    if (is_file(dir / server / "CMakeLists.txt")) {
-      tree.server_dir = server;
-      break;
-    }
+  const std::string vs_generator = tools.visual_studio ? tools.visual_studio->generator() : "";
+  if (tools.ninja || vs_generator.empty()) {
+    args.insert(args.end(), {"-G", "Ninja"});
+    plan.reasons.push_back(
+        "generator: Ninja (Visual Studio's \"C++ CMake tools\" install it), single-config Release");
+    return false;
   }
-  if (tree.server_dir.empty()) {
-    return Error(
-        fmt::format("'{}' has no llama-server (neither tools/server/ nor examples/server/ has a "
-                    "CMakeLists.txt)",
-                    dir.string()));
-  }
-  for (const char* file : {"CMakeLists.txt", "ggml/CMakeLists.txt"}) {
-    auto text = read_text(dir / file);
-    if (!text) return std::move(text).error();
-    tree.cmake_options.merge(declared_cmake_options(*text));
-  }
-  return tree;
+  args.insert(args.end(), {"-G", vs_generator, "-A", "x64"});
+  plan.reasons.push_back(fmt::format(
+      "generator: {} (no ninja found): multi-config, built with --config Release into bin\\Release",
+      vs_generator));
+  return true;
 }
+
+bool choose_generator(const Toolchain& tools, bool cuda, std::vector<std::string>& args, BuildPlan& plan) {
+  if (tools.windows) return choose_windows_generator(tools, cuda, args, plan);
+  if (tools.ninja) {
+    args.insert(args.end(), {"-G", "Ninja"});
+  } else {
+    plan.reasons.push_back(
+        "generator: ninja not found, CMake's default (make); apt install ninja-build is faster");
+  }
+  return false;
+}
+
+}  // namespace
 
 Result<KvPair> parse_kv_pair(std::string_view text, plan::Fork fork) {
   const size_t comma = text.find(',');
@@ -477,8 +425,9 @@ JobsChoice choose_jobs(uint64_t mem_available, unsigned cores, bool cuda, std::o
 Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device, const Toolchain& tools,
                              const BuildRequest& request, std::span<const RunningInstance> running) {
   BuildPlan plan;
+  plan.windows = tools.windows;
   plan.build_dir = request.build_dir.empty() ? tree.dir / "build-kvgate" : request.build_dir;
-  plan.binary = plan.build_dir / "bin" / request.target;
+  plan.binary = plan.build_dir / "bin" / (request.target + (tools.windows ? ".exe" : ""));
   plan.reasons.push_back(
       fmt::format("fork: {}: {}{}", tree.fork == plan::Fork::kIk ? "ik_llama.cpp" : "mainline llama.cpp",
                   tree.fork_evidence, tree.commit.empty() ? "" : fmt::format("; commit {}", tree.commit)));
@@ -489,19 +438,15 @@ Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device
   plan.fa_all_quants = decide_fa_all_quants(tree, cuda.on, request, plan);
 
   CmakeArgs cmake{.tree = tree, .args = {"cmake", "-S", tree.dir.string(), "-B", plan.build_dir.string()}};
-  if (tools.ninja) {
-    cmake.args.insert(cmake.args.end(), {"-G", "Ninja"});
-  } else {
-    plan.reasons.push_back(
-        "generator: ninja not found, CMake's default (make); apt install ninja-build is faster");
-  }
-  cmake.set("CMAKE_BUILD_TYPE", "Release");
+  const bool multi_config = choose_generator(tools, cuda.on, cmake.args, plan);
+  if (!multi_config) cmake.set("CMAKE_BUILD_TYPE", "Release");
   cmake.flag("BUILD_SHARED_LIBS", false);
   cpu_flags(tree, device, request, cmake, plan);
   cmake.flag("GGML_CUDA", cuda.on);
   if (cuda.on) {
     cmake.set("CMAKE_CUDA_ARCHITECTURES", cuda.arch);
-    if (tools.nvcc) cmake.set("CMAKE_CUDA_COMPILER", *tools.nvcc);
+    if (tools.nvcc)
+      cmake.set("CMAKE_CUDA_COMPILER", tools.windows ? forward_slashes(*tools.nvcc) : *tools.nvcc);
     cmake.flag("GGML_CUDA_FA_ALL_QUANTS", plan.fa_all_quants);
   }
   cmake.flag("GGML_METAL", false);
@@ -520,6 +465,10 @@ Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device
   memory_warnings(device, plan, running, plan.warnings);
   plan.build = {"cmake",        "--build", plan.build_dir.string(),       "--target",
                 request.target, "-j",      std::to_string(plan.jobs.jobs)};
+  if (multi_config) {
+    plan.build.insert(plan.build.begin() + 3, {"--config", "Release"});
+    plan.binary = plan.build_dir / "bin" / "Release" / plan.binary.filename();
+  }
   return plan;
 }
 
@@ -545,7 +494,7 @@ nlohmann::json build_record(const SourceTree& tree, const device::Facts& device,
           {"fork", plan::fork_name(tree.fork)},
           {"source", tree.dir.string()},
           {"commit", tree.commit},
-          {"binary", (fs::path("bin") / plan.binary.filename()).string()},
+          {"binary", (fs::path("bin") / plan.binary.filename()).generic_string()},
           {"cuda", plan.cuda},
           {"cuda_arch", plan.cuda_arch},
           {"fa_all_quants", plan.fa_all_quants},

@@ -29,6 +29,11 @@
 //             with any quantized KV gets it.
 //   -j        from MemAvailable: about 4 GiB per nvcc job, 1 GiB per g++ job, 1 GiB kept
 //             for the system, capped by the cores, at least 1.
+//   Windows   (kvgate.exe) MSVC, the only host compiler nvcc takes there, in the environment
+//             of Visual Studio's vcvars64.bat (engine/build_msvc.h); Ninja when there is one
+//             (Visual Studio bundles it), else the Visual Studio generator and --config
+//             Release; no GGML_FMA/GGML_F16C (MSVC's /arch:AVX2 implies them; mainline
+//             declares them only for other compilers); the CUDA runtime DLLs beside the .exe.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device/facts.h"
+#include "engine/build_msvc.h"
 #include "engine/running_instance.h"
 #include "plan/server_settings.h"
 #include "util/result.h"
@@ -93,11 +99,14 @@ struct BuildRequest {
 
 // The build machine's tools.
 struct Toolchain {
-  std::optional<std::string> nvcc;           // path; nullopt: not found
-  std::optional<std::string> cuda_version;   // "12.6" from `nvcc --version`
-  std::optional<std::string> cmake_version;  // "3.25.1" from `cmake --version`
-  bool ninja = true;                         // ninja on PATH (else CMake's default generator)
-  unsigned cores = 1;                        // CPUs this build may use
+  std::optional<std::string> nvcc;            // path; nullopt: not found
+  std::optional<std::string> cuda_version;    // "12.6" from `nvcc --version`
+  std::optional<std::string> cmake_version;   // "3.25.1" from `cmake --version`
+  bool ninja = true;                          // ninja on PATH (else CMake's default generator)
+  unsigned cores = 1;                         // CPUs this build may use
+  bool windows = false;                       // the build runs on Windows: MSVC, .exe, cmd.exe
+  std::optional<VisualStudio> visual_studio;  // Windows: the newest with the x64 C++ tools
+  bool msvc_on_path = false;                  // Windows: cl.exe already on PATH (a developer prompt)
 };
 
 inline constexpr uint64_t kGiB = 1024ULL * 1024 * 1024;
@@ -121,7 +130,9 @@ struct BuildPlan {
   std::vector<std::string> configure;  // argv of the cmake configure step
   std::vector<std::string> build;      // argv of the cmake build step
   std::filesystem::path build_dir;
-  std::filesystem::path binary;  // <build_dir>/bin/<target>
+  std::filesystem::path binary;  // <build_dir>/bin/<target> (Windows: .exe; bin/Release/ under VS)
+  bool windows = false;          // the commands are for cmd.exe
+  std::string vcvars;            // Windows: run the commands in this script's environment; empty: none
   bool cuda = false;
   std::string cuda_arch;  // empty without CUDA
   bool fa_all_quants = false;
@@ -134,7 +145,6 @@ struct BuildPlan {
 // (--cuda on without a GPU, an architecture the CUDA version cannot target, ...).
 Result<BuildPlan> plan_build(const SourceTree& tree, const device::Facts& device, const Toolchain& tools,
                              const BuildRequest& request, std::span<const RunningInstance> running = {});
-
 
 // The build record written as BUILD.json next to bin/: fork, commit, options, device, date,
 // the commands and the binary's `--version` output.

@@ -2,13 +2,14 @@
 // CMake files accept (option lists copied from mainline 80fb11a and ik_llama.cpp 8337e4cd3),
 // for the devices kvgate is used on.
 #include "engine/engine_build.h"
-#include "engine/pinned.h"
-#include "util/subprocess.h"
 
 #include <fstream>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include "engine/pinned.h"
+#include "util/subprocess.h"
 
 namespace kvgate::engine {
 namespace {
@@ -159,7 +160,15 @@ Toolchain cuda_tools(unsigned cores, std::string version) {
       .nvcc = "/usr/local/cuda/bin/nvcc", .cuda_version = std::move(version), .ninja = true, .cores = cores};
 }
 
-std::string configure_line(const BuildPlan& p) { return util::shell_command(p.configure); }
+// The words as CMake receives them, joined by spaces (no shell's quoting: paths differ by platform).
+std::string words(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& w : argv) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+std::string configure_line(const BuildPlan& p) { return words(p.configure); }
+// The default build folder inside a source tree, spelled as this platform does.
+std::string in_build(const std::string& source) { return (fs::path(source) / "build-kvgate").string(); }
 
 bool mentions(const std::vector<std::string>& lines, std::string_view text) {
   for (const auto& l : lines) {
@@ -216,15 +225,15 @@ TEST_F(FakeTrees, OrinMainlineWithMixedQuantizedKv) {
   const std::string m = mainline_.string();
   EXPECT_EQ(
       configure_line(*p),
-      "cmake -S " + m + " -B " + m +
-          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+      "cmake -S " + m + " -B " + in_build(m) +
+          " -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
           "-DGGML_NATIVE=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=87 "
           "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=ON -DGGML_METAL=OFF "
           "-DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON "
           "-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF "
           "-DLLAMA_OPENSSL=OFF");
   // 28 GiB available - 1 GiB kept = 27 GiB: six 4 GiB nvcc jobs, fewer than the 12 cores.
-  EXPECT_EQ(util::shell_command(p->build), "cmake --build " + m + "/build-kvgate --target llama-server -j 6");
+  EXPECT_EQ(words(p->build), "cmake --build " + in_build(m) + " --target llama-server -j 6");
   EXPECT_EQ(p->cuda_arch, "87");
   EXPECT_TRUE(p->jobs.memory_short);
   EXPECT_TRUE(p->warnings.empty()) << p->warnings.front();
@@ -253,8 +262,8 @@ TEST_F(FakeTrees, OrinIkWithQuantizedKv) {
   const std::string ik = ik_.string();
   EXPECT_EQ(
       configure_line(*p),
-      "cmake -S " + ik + " -B " + ik +
-          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+      "cmake -S " + ik + " -B " + in_build(ik) +
+          " -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
           "-DGGML_NATIVE=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=87 "
           "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=ON -DGGML_METAL=OFF "
           "-DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON "
@@ -304,8 +313,8 @@ TEST_F(FakeTrees, X86WithRtx4070) {
   const std::string m = mainline_.string();
   EXPECT_EQ(
       configure_line(*p),
-      "cmake -S " + m + " -B " + m +
-          "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+      "cmake -S " + m + " -B " + in_build(m) +
+          " -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
           "-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
           "-DGGML_BMI2=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=89 "
           "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_METAL=OFF "
@@ -344,7 +353,7 @@ TEST_F(FakeTrees, X86CpuOnlyIsThePinnedRecipe) {
   EXPECT_EQ(got, pinned);
   EXPECT_EQ(std::vector<std::string>(p->configure.begin(), p->configure.begin() + 7),
             (std::vector<std::string>{"cmake", "-S", mainline_.string(), "-B", "/w/build", "-G", "Ninja"}));
-  EXPECT_EQ(util::shell_command(p->build), "cmake --build /w/build --target llama-server -j 8");  // 11 g++ jobs fit
+  EXPECT_EQ(words(p->build), "cmake --build /w/build --target llama-server -j 8");  // 11 g++ jobs fit
   EXPECT_FALSE(p->cuda);
 }
 
@@ -353,8 +362,8 @@ TEST_F(FakeTrees, X86CpuOnlyIk) {
   ASSERT_TRUE(p.ok());
   const std::string ik = ik_.string();
   EXPECT_EQ(configure_line(*p),
-            "cmake -S " + ik + " -B " + ik +
-                "/build-kvgate -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+            "cmake -S " + ik + " -B " + in_build(ik) +
+                " -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
                 "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_CUDA=OFF "
                 "-DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON "
                 "-DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF");
@@ -383,6 +392,92 @@ TEST_F(FakeTrees, NativeCpuOnX86WarnsAboutAmx) {
   EXPECT_TRUE(mentions(p->configure, "-DGGML_NATIVE=ON"));
   EXPECT_FALSE(mentions(p->configure, "-DGGML_AVX2=ON"));
   EXPECT_TRUE(mentions(p->warnings, "AMX"));
+}
+
+// The second field report's PC: Windows, 32 GiB, an RTX 3060 12 GB; kvgate.exe plans there.
+device::Facts rtx3060() {
+  device::Facts f;
+  f.arch = "x86_64";
+  f.mem_total = 32 * GiB;
+  f.mem_available = 21 * GiB;
+  f.gpus.push_back({.name = "NVIDIA GeForce RTX 3060",
+                    .compute_capability = "8.6",
+                    .memory_total = 12 * GiB,
+                    .memory_free = 11 * GiB});
+  return f;
+}
+
+Toolchain windows_tools(bool ninja) {
+  Toolchain t = cuda_tools(16, "12.6");
+  t.nvcc = R"(C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v12.6\bin\nvcc.exe)";
+  t.ninja = ninja;
+  t.windows = true;
+  t.visual_studio = VisualStudio{.path = R"(C:\Program Files (x86)\Microsoft Visual Studio\2022\BuildTools)",
+                                 .version = "17.14.36310.24",
+                                 .vcvars = R"(C:\VS\vcvars64.bat)"};
+  return t;
+}
+
+TEST_F(FakeTrees, WindowsCudaBuildForAnRtx3060) {
+  // ik with q4_0 KV, as the field report runs its 27B model.
+  auto p = plan_build(tree(ik_), rtx3060(), windows_tools(true), {.fa_kv = KvPair{"q4_0", "q4_0"}});
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const std::string ik = ik_.string();
+  // No GGML_F16C (the tree declares it only for other compilers), nvcc's path with '/'.
+  EXPECT_EQ(configure_line(*p),
+            "cmake -S " + ik + " -B " + in_build(ik) +
+                " -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF "
+                "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=86 "
+                "-DCMAKE_CUDA_COMPILER=C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/v12.6/bin/nvcc.exe "
+                "-DGGML_CUDA_FA_ALL_QUANTS=ON -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DLLAMA_BUILD_TESTS=OFF "
+                "-DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF");
+  EXPECT_TRUE(p->windows);
+  EXPECT_EQ(p->vcvars, R"(C:\VS\vcvars64.bat)");
+  EXPECT_EQ(p->binary, ik_ / "build-kvgate/bin/llama-server.exe");
+  EXPECT_EQ(p->build.back(), "5");  // (21 - 1) / 4 nvcc jobs
+  EXPECT_TRUE(mentions(p->reasons, "nvcc on Windows takes only MSVC"));
+  EXPECT_TRUE(mentions(p->reasons, "cudart64_"));
+  EXPECT_TRUE(p->warnings.empty()) << p->warnings[0];
+}
+
+TEST_F(FakeTrees, WindowsWithoutNinjaUsesTheVisualStudioGenerator) {
+  auto p = plan_build(tree(mainline_), rtx3060(), windows_tools(false), {});
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  const std::vector<std::string> head(p->configure.begin(), p->configure.begin() + 9);
+  EXPECT_EQ(head, (std::vector<std::string>{"cmake", "-S", mainline_.string(), "-B",
+                                            (mainline_ / "build-kvgate").string(), "-G",
+                                            "Visual Studio 17 2022", "-A", "x64"}));
+  EXPECT_FALSE(mentions(p->configure, "CMAKE_BUILD_TYPE"));  // multi-config: --config at build time
+  EXPECT_FALSE(mentions(p->configure, "GGML_FMA"));
+  EXPECT_FALSE(mentions(p->configure, "GGML_F16C"));
+  EXPECT_TRUE(mentions(p->configure, "-DGGML_BMI2=ON"));
+  EXPECT_EQ(words(p->build),
+            "cmake --build " + in_build(mainline_.string()) + " --config Release --target llama-server -j 5");
+  EXPECT_EQ(p->binary, mainline_ / "build-kvgate/bin/Release/llama-server.exe");
+}
+
+TEST_F(FakeTrees, WindowsNamesWhatIsMissing) {
+  Toolchain bare = windows_tools(true);
+  bare.visual_studio.reset();
+  bare.nvcc.reset();
+  auto p = plan_build(tree(mainline_), rtx3060(), bare, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->vcvars.empty());
+  EXPECT_TRUE(mentions(p->warnings, "Build Tools for Visual Studio"));
+  EXPECT_TRUE(mentions(p->warnings, "nvcc.exe not found"));
+
+  bare.msvc_on_path = true;  // an "x64 Native Tools" prompt: its environment is already there
+  p = plan_build(tree(mainline_), rtx3060(), bare, {});
+  EXPECT_TRUE(p->vcvars.empty());
+  EXPECT_FALSE(mentions(p->warnings, "Build Tools"));
+  EXPECT_TRUE(mentions(p->reasons, "cl.exe already on PATH"));
+
+  // A CPU build on Windows still uses MSVC and names the .exe; no runtime DLLs.
+  auto cpu = plan_build(tree(mainline_), x86_cpu(), windows_tools(true), {});
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->vcvars, R"(C:\VS\vcvars64.bat)");
+  EXPECT_EQ(cpu->binary.filename(), "llama-server.exe");
+  EXPECT_FALSE(mentions(cpu->reasons, "cudart64_"));
 }
 
 TEST(ChooseJobs, FromFreeMemoryCappedByCores) {
@@ -464,15 +559,21 @@ TEST(ResolveServer, AcceptsTheFolderOfARecordedBuild) {
   const fs::path out = fs::temp_directory_path() / ("kvgate_recorded_build_" + std::to_string(::getpid()));
   fs::remove_all(out);
   fs::create_directories(out / "bin");
-  std::ofstream(out / "bin" / "llama-server") << "#!/bin/sh\n";
-  fs::permissions(out / "bin" / "llama-server", fs::perms::owner_all);
+#ifdef _WIN32
+  const fs::path server = out / "bin" / "llama-server.exe";
+#else
+  const fs::path server = out / "bin" / "llama-server";
+#endif
+  std::ofstream(server) << "#!/bin/sh\n";
+  fs::permissions(server, fs::perms::owner_all);
   auto not_recorded = resolve_server(out.string());
   ASSERT_FALSE(not_recorded.ok()) << "a folder without BUILD.json is not a build";
-  EXPECT_NE(not_recorded.error().message().find("not a file"), std::string::npos) << not_recorded.error().message();
+  EXPECT_NE(not_recorded.error().message().find("not a file"), std::string::npos)
+      << not_recorded.error().message();
   std::ofstream(out / "BUILD.json") << "{}";
   auto recorded = resolve_server(out.string());
   ASSERT_TRUE(recorded.ok()) << recorded.error().message();
-  EXPECT_EQ(*recorded, out / "bin" / "llama-server");
+  EXPECT_EQ(*recorded, server);
   fs::remove_all(out);
 }
 

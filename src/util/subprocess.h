@@ -18,8 +18,6 @@
 // Thread-safety: running()/exit_status()/stop() may be called from any thread.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -31,6 +29,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "util/result.h"
 
@@ -85,8 +85,8 @@ class Subprocess {
   std::mutex mu_;
   std::optional<ExitStatus> status_;  // guarded by mu_
 #ifdef _WIN32
-  void* process_ = nullptr;  // HANDLE of the child
-  void* job_ = nullptr;      // HANDLE of its job object
+  void* process_ = nullptr;       // HANDLE of the child
+  void* job_ = nullptr;           // HANDLE of its job object
   std::atomic<int> ended_by_{0};  // the signal that ended the job, reported as the exit's
 #endif
 };
@@ -122,5 +122,7 @@ bool is_executable_file(const std::string& path);
 // '\\'), else the first in the folders of $PATH (Windows: `name`, then with each of
 // %PATHEXT%'s endings, in each folder of %PATH%). nullopt when there is none.
 std::optional<std::string> find_program(std::string_view name);
+// The same search in the folders of `path_list` (a PATH value: ':'-separated, Windows ';').
+std::optional<std::string> find_program(std::string_view name, std::string_view path_list);
 
 }  // namespace kvgate::util

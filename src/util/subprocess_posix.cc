@@ -155,11 +155,15 @@ bool is_executable_file(const std::string& path) {
 }
 
 std::optional<std::string> find_program(std::string_view name) {
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
+  return find_program(name, path != nullptr ? path : "");
+}
+
+std::optional<std::string> find_program(std::string_view name, std::string_view path_list) {
   if (name.find('/') != std::string_view::npos) {
     return is_executable_file(std::string(name)) ? std::optional<std::string>(name) : std::nullopt;
   }
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
-  std::string_view rest = path != nullptr ? path : "";
+  std::string_view rest = path_list;
   while (!rest.empty()) {
     const size_t colon = rest.find(':');
     const std::filesystem::path dir(rest.substr(0, colon));

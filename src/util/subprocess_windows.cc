@@ -251,6 +251,11 @@ bool is_executable_file(const std::string& path) {
 }
 
 std::optional<std::string> find_program(std::string_view name) {
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
+  return find_program(name, path != nullptr ? path : "");
+}
+
+std::optional<std::string> find_program(std::string_view name, std::string_view path_list) {
   const auto with_endings = [](const std::filesystem::path& p) -> std::optional<std::string> {
     if (is_executable_file(p.string())) return p.string();
     const char* pathext = std::getenv("PATHEXT");  // NOLINT(concurrency-mt-unsafe): read-only
@@ -264,8 +269,7 @@ std::optional<std::string> find_program(std::string_view name) {
     return std::nullopt;
   };
   if (name.find_first_of("/\\") != std::string_view::npos) return with_endings(std::filesystem::path(name));
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only
-  std::string_view rest = path != nullptr ? path : "";
+  std::string_view rest = path_list;
   while (!rest.empty()) {
     const size_t semi = rest.find(';');
     const std::filesystem::path dir(rest.substr(0, semi));
