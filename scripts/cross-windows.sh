@@ -45,14 +45,9 @@ phase "built"
 #   POSIX shells and tools as fixtures: ProbeTest (fake servers are sh scripts),
 #     ServiceUnitTest.SupervisorProgramSplits* (python3 shlex), UnitCommandTest.Systemd*/
 #     Supervisor* (systemd-analyze, /usr/bin paths), KvgateRunTest (an sh stand-in agent);
-#   /proc and POSIX signals: FakeProc, StopInstance, FakeTrees and ResolveServer (recorded
-#     Linux trees and exec bits);
-#   a file deleted or replaced while the test still has it open or mapped (Windows refuses):
-#     SynthTest.WritesTemplateAndShapes/SameSeedSameBytes, RotatingLogTest.AppendsToAnExisting*,
-#     ResponseStoreTest.MemoryKeeps*, OutputDirTest, PlanCliTest.UsageErrors;
-#   POSIX paths and sh quoting expected in the output (a real difference, to port with the
-#     Windows engine-build plan): EngineBuildCli, UpOptionsTest.ArgumentsRoundTrip.
-readonly NOT_PORTED='^(dependency_graph|function_size)$|^ProbeTest\.|^ServiceUnitTest\.SupervisorProgramSplits|^UnitCommandTest\.(Systemd|Supervisor)|^KvgateRunTest\.|^FakeProc\.|^StopInstance\.|^FakeTrees\.|^ResolveServer\.|^SynthTest\.(WritesTemplateAndShapes|SameSeedSameBytes)$|^RotatingLogTest\.AppendsToAnExisting|^ResponseStoreTest\.MemoryKeeps|^OutputDirTest\.|^PlanCliTest\.UsageErrors$|^EngineBuildCli\.|^UpOptionsTest\.ArgumentsRoundTrip$'
+#   /proc and POSIX signals: FakeProc, StopInstance (the running-instance list reads /proc);
+#   POSIX sh quoting expected in the output: UpOptionsTest.ArgumentsRoundTrip.
+readonly NOT_PORTED='^(dependency_graph|function_size)$|^ProbeTest\.|^ServiceUnitTest\.SupervisorProgramSplits|^UnitCommandTest\.(Systemd|Supervisor)|^KvgateRunTest\.|^FakeProc\.|^StopInstance\.|^UpOptionsTest\.ArgumentsRoundTrip$'
 log "unit tests under wine (not yet ported: $(ctest --test-dir build-windows -N -L unit -R "$NOT_PORTED" | sed -n 's/^Total Tests: //p') tests, listed above)"
 ctest --test-dir build-windows --output-on-failure -j "$(nproc)" --timeout 120 -L unit -E "$NOT_PORTED" "$@"
 phase "unit tests passed"

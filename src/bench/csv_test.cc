@@ -52,6 +52,7 @@ TEST(OutputDirTest, CreatesTheFolderAndReplacesFiles) {
   std::ifstream in(dir / "x.txt");
   std::stringstream ss;
   ss << in.rdbuf();
+  in.close();  // Windows removes no file that is open
   EXPECT_EQ(ss.str(), "second");
   EXPECT_EQ(out->written().size(), 2U);
   size_t files = 0;

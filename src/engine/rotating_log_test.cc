@@ -46,7 +46,7 @@ TEST_F(RotatingLogTest, RotatesBySizeAndKeepsN) {
 TEST_F(RotatingLogTest, AppendsToAnExistingFileAndCountsItsSize) {
   const fs::path file = dir_ / "engine.log";
   fs::create_directories(dir_);
-  std::ofstream(file) << "old 12345\n";  // 10 bytes
+  std::ofstream(file, std::ios::binary) << "old 12345\n";  // 10 bytes (no CR on Windows)
   auto log = RotatingLog::open(file, 20, 1);
   ASSERT_TRUE(log.ok());
   (*log)->write_line("new 12345");

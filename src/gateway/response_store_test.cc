@@ -1,8 +1,8 @@
 #include "gateway/response_store.h"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 namespace kvgate::gateway {
 namespace {
@@ -27,24 +27,28 @@ TEST(ResponseStoreTest, MemoryKeepsTheNewestAndTheStoreKeepsTheRest) {
   EXPECT_FALSE(memory_only.get("r1", "k"));
   EXPECT_TRUE(memory_only.get("r3", "k"));
 
-  const auto path = std::filesystem::temp_directory_path() / ("kvgate_responses_" + std::to_string(::getpid()) + ".db");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("kvgate_responses_" + std::to_string(::getpid()) + ".db");
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
-  auto db = session::SessionStore::open(path);
-  ASSERT_TRUE(db.ok()) << db.error().message();
-  ResponseStore backed({.max_in_memory = 2});
-  backed.attach(db->get());
-  for (int i = 0; i < 4; ++i) backed.put("r" + std::to_string(i), made_by("k", std::to_string(i)));
-  ASSERT_TRUE(backed.get("r0", "k"));  // read back from the store
-  EXPECT_EQ(backed.get("r0", "k")->response, "0");
-  EXPECT_FALSE(backed.get("r0", "other"));
-  ResponseStore after_restart({.max_in_memory = 2});
-  after_restart.attach(db->get());
-  EXPECT_TRUE(after_restart.get("r1", "k"));
+  {  // closed before its files are removed (Windows removes no open file)
+    auto db = session::SessionStore::open(path);
+    ASSERT_TRUE(db.ok()) << db.error().message();
+    ResponseStore backed({.max_in_memory = 2});
+    backed.attach(db->get());
+    for (int i = 0; i < 4; ++i) backed.put("r" + std::to_string(i), made_by("k", std::to_string(i)));
+    ASSERT_TRUE(backed.get("r0", "k"));  // read back from the store
+    EXPECT_EQ(backed.get("r0", "k")->response, "0");
+    EXPECT_FALSE(backed.get("r0", "other"));
+    ResponseStore after_restart({.max_in_memory = 2});
+    after_restart.attach(db->get());
+    EXPECT_TRUE(after_restart.get("r1", "k"));
+  }
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path.string() + suffix);
 }
 
 session::StoredResponse step(const std::string& parent, const std::string& text) {
-  const nlohmann::json messages = {{{"role", "user"}, {"content", text}}, {{"role", "assistant"}, {"content", "ok"}}};
+  const nlohmann::json messages = {{{"role", "user"}, {"content", text}},
+                                   {{"role", "assistant"}, {"content", "ok"}}};
   return {.scope = "k", .created = 1, .response = "{}", .messages = messages.dump(), .parent = parent};
 }
 
@@ -74,12 +78,15 @@ TEST(ResponseStoreTest, AnEvictedAncestorOrATooLongChainIsAClearError) {
   store.put("evicts", step("", std::string(3000, 'y')));  // the budget: "big" goes
   auto h = store.history("child", "k");
   ASSERT_FALSE(h.ok());
-  EXPECT_NE(h.error().message().find("big, which is no longer stored"), std::string::npos) << h.error().message();
-  for (int i = 1; i <= 6; ++i) store.put("c" + std::to_string(i), step(i == 1 ? "" : "c" + std::to_string(i - 1), "q"));
+  EXPECT_NE(h.error().message().find("big, which is no longer stored"), std::string::npos)
+      << h.error().message();
+  for (int i = 1; i <= 6; ++i)
+    store.put("c" + std::to_string(i), step(i == 1 ? "" : "c" + std::to_string(i - 1), "q"));
   EXPECT_TRUE(store.history("c5", "k").ok());
   auto deep = store.history("c6", "k");
   ASSERT_FALSE(deep.ok());
-  EXPECT_NE(deep.error().message().find("more than 5 responses"), std::string::npos) << deep.error().message();
+  EXPECT_NE(deep.error().message().find("more than 5 responses"), std::string::npos)
+      << deep.error().message();
 }
 
 }  // namespace

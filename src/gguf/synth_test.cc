@@ -1,14 +1,13 @@
 #include "gguf/synth.h"
 
-#include <gtest/gtest.h>
-
-#include <unistd.h>
-
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "gguf/writer.h"
 
@@ -17,7 +16,8 @@ namespace {
 
 // A minimal tokenizer-only file, as the release's ggml-vocab-*.gguf are.
 std::filesystem::path tiny_vocab() {
-  const auto path = std::filesystem::temp_directory_path() / ("kvgate_vocab_" + std::to_string(::getpid()) + ".gguf");
+  const auto path =
+      std::filesystem::temp_directory_path() / ("kvgate_vocab_" + std::to_string(::getpid()) + ".gguf");
   Writer w;
   EXPECT_TRUE(w.add_string("general.architecture", "qwen2").ok());
   EXPECT_TRUE(w.add_string("tokenizer.ggml.model", "gpt2").ok());
@@ -61,7 +61,8 @@ TEST(SynthTest, WritesTemplateAndShapes) {
   const auto vocab_path = tiny_vocab();
   auto vocab = File::open(vocab_path);
   ASSERT_TRUE(vocab.ok());
-  const auto out = std::filesystem::temp_directory_path() / ("kvgate_synth_" + std::to_string(::getpid()) + ".gguf");
+  const auto out =
+      std::filesystem::temp_directory_path() / ("kvgate_synth_" + std::to_string(::getpid()) + ".gguf");
   auto spec = *synth_defaults("qwen35");
   spec.weight_type = GgmlType::F32;
   ASSERT_TRUE(synthesize(spec, &*vocab, out).ok());
@@ -76,18 +77,22 @@ TEST(SynthTest, WritesTemplateAndShapes) {
   EXPECT_EQ(f->find_tensor("blk.3.attn_q.weight")->ne[1], 2ULL * spec.head_dim * spec.n_head);
   EXPECT_EQ(f->find_tensor("token_embd.weight")->ne[1], 5U);  // the vocabulary's size
 
-  spec.chat_template = "";  // keep the vocabulary's own
-  ASSERT_TRUE(synthesize(spec, &*vocab, out).ok());
-  EXPECT_EQ(File::open(out)->get_string("tokenizer.chat_template"), "{{ vocab template }}");
-  std::filesystem::remove(out);
-  std::filesystem::remove(vocab_path);
+  spec.chat_template = "";                // keep the vocabulary's own
+  const auto out2 = out.string() + ".2";  // `out` is still mapped (Windows cannot replace it)
+  ASSERT_TRUE(synthesize(spec, &*vocab, out2).ok());
+  EXPECT_EQ(File::open(out2)->get_string("tokenizer.chat_template"), "{{ vocab template }}");
+  f = Error("closed");  // unmapped, so it can be removed everywhere
+  vocab = Error("closed");
+  for (const auto& p : {out, std::filesystem::path(out2), vocab_path}) std::filesystem::remove(p);
 }
 
 TEST(SynthTest, SameSeedSameBytes) {
   const auto vocab_path = tiny_vocab();
   auto vocab = File::open(vocab_path);
-  const auto a = std::filesystem::temp_directory_path() / ("kvgate_seed_a_" + std::to_string(::getpid()) + ".gguf");
-  const auto b = std::filesystem::temp_directory_path() / ("kvgate_seed_b_" + std::to_string(::getpid()) + ".gguf");
+  const auto a =
+      std::filesystem::temp_directory_path() / ("kvgate_seed_a_" + std::to_string(::getpid()) + ".gguf");
+  const auto b =
+      std::filesystem::temp_directory_path() / ("kvgate_seed_b_" + std::to_string(::getpid()) + ".gguf");
   auto spec = *synth_defaults("llama");
   ASSERT_TRUE(synthesize(spec, &*vocab, a).ok());
   ASSERT_TRUE(synthesize(spec, &*vocab, b).ok());
@@ -100,11 +105,13 @@ TEST(SynthTest, SameSeedSameBytes) {
   auto db = fb->tensor_data(*tb);
   EXPECT_TRUE(std::equal(da.begin(), da.end(), db.begin(), db.end()));
   spec.seed = 2;
-  ASSERT_TRUE(synthesize(spec, &*vocab, b).ok());
-  auto fc = File::open(b);
+  const auto c = b.string() + ".seed2";  // `b` is still mapped (Windows cannot replace it)
+  ASSERT_TRUE(synthesize(spec, &*vocab, c).ok());
+  auto fc = File::open(c);
   auto dc = fc->tensor_data(*fc->find_tensor("blk.0.attn_q.weight"));
   EXPECT_FALSE(std::equal(da.begin(), da.end(), dc.begin(), dc.end()));
-  for (const auto& p : {a, b, vocab_path}) std::filesystem::remove(p);
+  for (auto* file : {&fa, &fb, &fc, &vocab}) *file = Error("closed");  // unmapped: removable everywhere
+  for (const auto& p : {a, b, std::filesystem::path(c), vocab_path}) std::filesystem::remove(p);
 }
 
 // IEEE half to float (normal numbers and zero; the scales are never subnormal here).
@@ -121,7 +128,8 @@ float half_to_float(uint16_t h) {
 TEST(SynthTest, Q4_0BlocksDecodeToTheWeightRange) {
   const auto vocab_path = tiny_vocab();
   auto vocab = File::open(vocab_path);
-  const auto out = std::filesystem::temp_directory_path() / ("kvgate_q4_" + std::to_string(::getpid()) + ".gguf");
+  const auto out =
+      std::filesystem::temp_directory_path() / ("kvgate_q4_" + std::to_string(::getpid()) + ".gguf");
   auto spec = *synth_defaults("qwen3");
   spec.weight_type = GgmlType::Q4_0;
   ASSERT_TRUE(synthesize(spec, &*vocab, out).ok());
