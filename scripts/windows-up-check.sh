@@ -4,7 +4,9 @@
 # launches the engine through kvgate.exe, asks a chat through the gateway, kills the engine
 # (the supervisor must restart it and the next chat be answered), starts a second `up` on the
 # same model (refused, naming the first), then kills kvgate.exe (the engine must go with it:
-# a job object that dies with kvgate). Each step's figure is printed.
+# a job object that dies with kvgate). Last, a new `up` is found by `kvgate.exe engine build
+# --stop-running` (short of memory on a recorded Orin) and stopped through its stop event:
+# it must exit 0 with its engine gone. Each step's figure is printed.
 set -euo pipefail
 server=$1 model=$2 work=$3
 log() { printf '[windows-up] %s\n' "$*" >&2; }
@@ -68,3 +70,33 @@ while [[ -n "$(engine_pids)" ]]; do
   sleep 0.5
 done
 log "kvgate.exe killed: the engine went with it"
+
+# The running-instance list and a graceful stop, as `engine build --stop-running` uses them.
+"${kvgate_exe[@]}" up "$model" --server "$server" --listen "127.0.0.1:$port" -c 4096 >"$work/up.out" 2>"$work/up.err" &
+kvgate_pid=$!
+wait_for_log "kvgate up: gateway:" 180 || fail "the second kvgate.exe up was not ready in 180 s"
+tree="$work/llama.cpp"  # the files engine build reads to know a tree
+mkdir -p "$tree/include" "$tree/ggml" "$tree/tools/server"
+printf 'option(LLAMA_BUILD_SERVER "" ON)\n' >"$tree/CMakeLists.txt"
+printf 'option(GGML_CUDA "" OFF)\n' >"$tree/ggml/CMakeLists.txt"
+: >"$tree/include/llama.h"
+: >"$tree/tools/server/CMakeLists.txt"
+orin="$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures/device/orin-agx-32g"  # 6 nvcc jobs fit, 8 cores: short
+"${kvgate_exe[@]}" engine build "$tree" --dry-run --device-root "$orin" --nvcc nvcc.exe --stop-running >"$work/plan.out" 2>&1 ||
+  fail "engine build --dry-run: $(tail -3 "$work/plan.out")"
+grep -q "^# --stop-running would first stop: kvgate up, pid " "$work/plan.out" ||
+  fail "the running kvgate.exe up was not found: $(grep -i 'warning\|stop' "$work/plan.out" | head -3)"
+log "engine build --dry-run found it: $(grep -o 'kvgate up (pid [0-9]*)' "$work/plan.out" | head -1), $(grep -o 'resident [0-9.]* [KMG]iB' "$work/plan.out" | head -1)"
+set +e
+"${kvgate_exe[@]}" engine build "$tree" --out "$work/engine" --device-root "$orin" --nvcc nvcc.exe --stop-running \
+  >"$work/build.out" 2>&1
+set -e
+grep -q "stopping kvgate up (pid .*its stop event" "$work/build.out" || fail "no stop: $(tail -3 "$work/build.out")"
+set +e
+wait "$kvgate_pid"
+rc=$?
+set -e
+[[ $rc == 0 ]] || fail "kvgate.exe up exited $rc after its stop event (0 expected)"
+grep -q "received: stopping" "$work/up.err" || fail "kvgate.exe up did not say it was stopping"
+[[ -z "$(engine_pids)" ]] || fail "llama-server.exe still runs after kvgate.exe up stopped"
+log "engine build --stop-running: kvgate.exe up stopped through its stop event (exit 0, '$(grep -o 'a stop request received' "$work/up.err")'), the engine gone"

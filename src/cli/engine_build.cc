@@ -403,9 +403,9 @@ Result<fs::path> build_and_record(const engine::SourceTree& tree, const device::
 }
 
 // --stop-running: stops the instances that hold the memory, then the caller plans again.
-Status stop_instances(std::span<const engine::RunningInstance> running) {
+Status stop_instances(std::span<const engine::RunningInstance> running, bool plan_windows) {
   for (const auto& r : running) {
-    say(fmt::format("stopping {} (SIGTERM)", r.description));
+    say(fmt::format("stopping {} ({})", r.description, plan_windows ? "its stop event" : "SIGTERM"));
     KV_TRY(engine::stop_instance(r, std::chrono::seconds(60)));
   }
   return {};
@@ -434,13 +434,14 @@ int build(const Options& o) {
     print_plan(stdout, *tree, *device, tools, *plan);
     if (stop) {
       for (const auto& r : running)
-        std::printf("# --stop-running would first stop: kill -TERM %d\n", static_cast<int>(r.pid));
+        std::printf("# --stop-running would first stop: %s%d\n",
+                    plan->windows ? "kvgate up, pid " : "kill -TERM ", static_cast<int>(r.pid));
     }
     return kExitOk;
   }
   if (plan->cuda && !tools.nvcc) return fail("nvcc not found: install the CUDA toolkit or pass --nvcc PATH");
   if (stop) {
-    if (auto st = stop_instances(running); !st) return fail(st.error().message());
+    if (auto st = stop_instances(running, plan->windows); !st) return fail(st.error().message());
     device = read_device(o);
     if (!device) return fail(device.error().message());
     plan = engine::plan_build(*tree, *device, tools, *request, engine::find_running_instances());
@@ -488,8 +489,10 @@ int run_engine(int argc, char** argv) {
   app.add_option("--vcvars", o.vcvars,
                  "Windows: Visual Studio's vcvars64.bat, whose environment the build runs in (default: the "
                  "newest Visual Studio with the x64 C++ tools, from vswhere.exe)");
-  app.add_flag("--stop-running", o.stop_running,
-               "when memory is short, stop the running kvgate up instances first (SIGTERM)");
+  app.add_flag(
+      "--stop-running", o.stop_running,
+      "when memory is short, stop the running kvgate up instances first (SIGTERM; Windows: their stop "
+      "event)");
   app.add_flag("--dry-run", o.dry_run, "print the commands and the reasons; run nothing");
   app.add_option("--device-root", o.device_root, "read the device from this tree instead of / (fixtures)");
   app.add_option("--nvidia-smi-output", o.nvidia_smi_output, "use this file as nvidia-smi's output");

@@ -308,14 +308,18 @@ void memory_warnings(const device::Facts& device, const BuildPlan& plan,
   }
   if (!j.memory_short || running.empty()) return;
   for (const auto& r : running) {
+    const std::string how =
+        plan.windows
+            ? "(its stop event, as Ctrl-C does), or stop it yourself: Ctrl-C in its console"
+            : fmt::format(
+                  "(SIGTERM, as Ctrl-C or systemctl stop do), or stop it yourself: kill -TERM {} (under a "
+                  "service manager: stop the service)",
+                  r.pid);
     warnings.push_back(fmt::format(
-        "{} is running{}{}: memory limits -j to {}; pass --stop-running to stop it first (SIGTERM, as Ctrl-C "
-        "or "
-        "systemctl stop do), or stop it yourself: kill -TERM {} (under a service manager: stop the service)",
-        r.description,
+        "{} is running{}{}: memory limits -j to {}; pass --stop-running to stop it first {}", r.description,
         r.resident_bytes > 0 ? fmt::format(" (resident {})", format_gib(r.resident_bytes)) : std::string(),
         device.unified_memory ? " and holds the memory nvcc needs (CPU and GPU share it on a Jetson)" : "",
-        j.jobs, r.pid));
+        j.jobs, how));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engine/pinned.h"
+#include "engine/process_facts.h"
 #include "util/stop_signals.h"
 #include "util/strings.h"
 
@@ -18,49 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_small(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string out;
-  char buf[4096];
-  while (in && out.size() < 64 * 1024) {
-    in.read(buf, sizeof buf);
-    out.append(buf, static_cast<size_t>(in.gcount()));
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
 // The number after `marker` in `text`, or 0 (also when it is too large for a pid).
 pid_t pid_after(std::string_view text, std::string_view marker) {
   const uint64_t value = util::number_after(text, marker);
   return value > (uint64_t{1} << 30) ? 0 : static_cast<pid_t>(value);
-}
-
-// argv[0] named kvgate and argv[1] "up", from /proc/PID/cmdline (NUL-separated).
-bool is_kvgate_up(const fs::path& proc, pid_t pid) {
-  const std::string cmdline = read_small(proc / std::to_string(pid) / "cmdline");
-  const size_t first = cmdline.find('\0');
-  if (first == std::string::npos) return false;
-  const std::string argv0 = cmdline.substr(0, first);
-  const std::string argv1 = cmdline.substr(first + 1, cmdline.find('\0', first + 1) - first - 1);
-  return fs::path(argv0).filename() == "kvgate" && argv1 == "up";
-}
-
-uint64_t resident_bytes(const fs::path& proc, pid_t pid) {
-  if (pid <= 0) return 0;
-  const std::string status = read_small(proc / std::to_string(pid) / "status");
-  const size_t at = status.find("VmRSS:");
-  if (at == std::string::npos) return 0;
-  return std::strtoull(status.c_str() + at + 6, nullptr, 10) * 1024;
-}
-
-// Alive and not a zombie waiting for its parent: /proc/PID/stat's state after "(comm) ".
-bool alive(const fs::path& proc, pid_t pid) {
-  if (pid <= 0) return false;
-  const std::string stat = read_small(proc / std::to_string(pid) / "stat");
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return false;
-  return stat[close + 2] != 'Z' && stat[close + 2] != 'X';
 }
 
 }  // namespace
@@ -82,11 +44,11 @@ std::vector<RunningInstance> find_running_instances(const fs::path& lock_dir, co
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().extension() != ".lock") continue;
-    auto r = parse_instance_description(read_small(it->path()));
+    auto r = parse_instance_description(read_small_file(it->path()));
     if (!r || seen.contains(r->pid)) continue;
-    if (!alive(proc, r->pid) || !is_kvgate_up(proc, r->pid)) continue;
+    if (!process_alive(proc, r->pid) || !process_is_kvgate_up(proc, r->pid)) continue;
     seen.insert(r->pid);
-    r->resident_bytes = resident_bytes(proc, r->pid) + resident_bytes(proc, r->engine_pid);
+    r->resident_bytes = process_resident_bytes(proc, r->pid) + process_resident_bytes(proc, r->engine_pid);
     out.push_back(std::move(*r));
   }
   return out;
@@ -98,7 +60,7 @@ Status stop_instance(const RunningInstance& instance, std::chrono::seconds timeo
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (!alive("/proc", instance.pid) && !alive("/proc", instance.engine_pid)) return {};
+    if (!process_alive("/proc", instance.pid) && !process_alive("/proc", instance.engine_pid)) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Error(

@@ -3,12 +3,13 @@
 // Every `kvgate up` describes itself in its InstanceLock files (instance_lock.h):
 //   kvgate up (pid 123) serving /m.gguf on http://127.0.0.1:8787, engine pid 456 on port 40001
 // The files stay after the process exits, so a description counts only while its pid is
-// alive and is a `kvgate up` (/proc/PID/cmdline: argv[0] named kvgate, argv[1] "up"). No lock
-// is taken to find out: probing one would make a `kvgate up` starting at that moment refuse
-// to start.
+// alive and is a `kvgate up` (process_facts.h: /proc/PID/cmdline, or on Windows the image
+// kvgate.exe). No lock is taken to find out: probing one would make a `kvgate up` starting at
+// that moment refuse to start.
 //
 // Stopping uses the path every other stop takes (Ctrl-C, systemctl stop): SIGTERM to the
-// kvgate process, which stops its engine and saves its sessions before it exits.
+// kvgate process (Windows: its named stop event, util/stop_signals.h), which stops its engine
+// and saves its sessions before it exits.
 #pragma once
 
 #include <chrono>
@@ -36,7 +37,7 @@ struct RunningInstance {
 std::optional<RunningInstance> parse_instance_description(std::string_view text);
 
 // The live instances described under `lock_dir` (default cache_root()/locks), one per kvgate
-// pid, read through `proc` (default /proc).
+// pid, read through `proc` (default /proc; unused on Windows).
 std::vector<RunningInstance> find_running_instances(const std::filesystem::path& lock_dir = {},
                                                     const std::filesystem::path& proc = "/proc");
 

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "engine/process_facts.h"
 #include "util/subprocess.h"
 
 namespace kvgate::engine {
@@ -79,6 +80,26 @@ TEST_F(FakeProc, CountsLiveKvgateUpOnceWithItsEngine) {
   EXPECT_EQ(found[0].resident_bytes, (1024ULL + 20ULL * 1024 * 1024) * 1024);
 }
 
+// The real process table (/proc, or Windows' own): what the lock files' pids are checked with.
+TEST(ProcessFacts, ThisProcessAndAnExitedChild) {
+  const auto self = static_cast<pid_t>(::getpid());
+  EXPECT_TRUE(process_alive("/proc", self));
+  EXPECT_FALSE(process_is_kvgate_up("/proc", self));  // a test binary, not `kvgate up`
+  EXPECT_GT(process_resident_bytes("/proc", self), 1024U * 1024U);
+#ifdef _WIN32
+  const std::vector<std::string> quick = {util::find_program("cmd").value_or("cmd.exe"), "/c", "exit"};
+#else
+  const std::vector<std::string> quick = {"/bin/sh", "-c", "exit 0"};
+#endif
+  auto child = util::Subprocess::spawn({.argv = quick});
+  ASSERT_TRUE(child.ok()) << child.error().message();
+  const pid_t pid = (*child)->pid();
+  ASSERT_TRUE((*child)->wait_for(std::chrono::seconds(30)).has_value());
+  EXPECT_FALSE(process_alive("/proc", pid));
+  EXPECT_EQ(process_resident_bytes("/proc", pid), 0U);
+  EXPECT_FALSE(process_alive("/proc", 0));
+}
+
 TEST(StopInstance, SigtermAndWaitForTheExit) {
   auto child = util::Subprocess::spawn({.argv = {"/bin/sleep", "30"}});
   ASSERT_TRUE(child.ok());
@@ -93,7 +114,8 @@ TEST(StopInstance, SigtermAndWaitForTheExit) {
                                            .on_line = [&](std::string_view) { trapped = true; }});
   ASSERT_TRUE(stubborn.ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!trapped && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (!trapped && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE(trapped.load());
   auto late = stop_instance({.pid = (*stubborn)->pid()}, std::chrono::seconds(1));
   ASSERT_FALSE(late.ok());
