@@ -1,12 +1,16 @@
 // kvgate run: each agent's launch plan (pure), and the command against a real kvgate gateway
-// (its own /v1/models; no engine is asked), with `env` or `echo` standing in for the agent.
+// (its own /v1/models; no engine is asked), with `env` or `echo` standing in for the agent (on
+// Windows a .cmd file, the shape npm installs an agent CLI in).
 #include "cli/agent_launch.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "testing/cli_test_support.h"
 #include "testing/gateway_e2e.h"
@@ -218,6 +222,10 @@ TEST(AgentLaunchTest, AnUnknownWindowLeavesTheAgentsOwnAndUnknownAgentsAreNamed)
 // The command against a real gateway: it reads the model and window from /v1/models, and the
 // agent (here `env`, which prints what it was given) runs in its place with them.
 TEST(KvgateRunTest, TheAgentRunsWithWhatKvgateServes) {
+#ifdef _WIN32
+  GTEST_SKIP()
+      << "/usr/bin/env and /bin/echo stand in for the agent: TheAgentIsACmdFileOnWindows is this test there";
+#endif
   gateway::GatewayOptions o;
   o.context_tokens = 16384;
   o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
@@ -261,6 +269,41 @@ TEST(KvgateRunTest, TheAgentRunsWithWhatKvgateServes) {
                             {{"KVGATE_API_KEY", "secret-key"}, {"PATH", "/nonexistent"}});
   EXPECT_EQ(ran.code, 1);
   EXPECT_NE(ran.output.find("npm install -g opencode-ai"), std::string::npos) << ran.output;
+}
+
+// Windows: the agent is a .cmd shim (as npm installs claude, codex, qwen...), run through cmd.exe
+// in kvgate's place: it gets kvgate's environment and the user's arguments, and its exit code
+// is kvgate's.
+TEST(KvgateRunTest, TheAgentIsACmdFileOnWindows) {
+#ifndef _WIN32
+  GTEST_SKIP() << "a .cmd agent runs on Windows (scripts/cross-windows.sh runs this under wine)";
+#endif
+  gateway::GatewayOptions o;
+  o.context_tokens = 16384;
+  o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
+  o.api_keys = {"secret-key"};
+  testing::Front front(std::make_shared<testing::ScriptedUpstream>(16384), o);
+  const std::string url = "http://127.0.0.1:" + std::to_string(front.port());
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kvgate_run_agent_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto agent = dir / "claude.cmd";
+  std::ofstream(agent, std::ios::binary)
+      << "@echo off\r\n"
+         "echo ANTHROPIC_BASE_URL=%ANTHROPIC_BASE_URL%\r\n"
+         "echo ANTHROPIC_MODEL=%ANTHROPIC_MODEL%\r\n"
+         "echo CLAUDE_CODE_MAX_CONTEXT_TOKENS=%CLAUDE_CODE_MAX_CONTEXT_TOKENS%\r\n"
+         "echo args=[%*]\r\n"
+         "exit /b 7\r\n";
+  const auto ran =
+      testing::run_kvgate({"run", "claude", "--url", url, "--agent-bin", agent.string(), "--", "a b", "c"},
+                          {{"KVGATE_API_KEY", "secret-key"}});
+  EXPECT_EQ(ran.code, 7) << ran.output;  // the agent's own exit code
+  EXPECT_NE(ran.output.find("ANTHROPIC_BASE_URL=" + url), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("ANTHROPIC_MODEL=Qwen3-8B-Q4_K_M"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("CLAUDE_CODE_MAX_CONTEXT_TOKENS=16384"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("args=[\"a b\" c]"), std::string::npos) << ran.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "cli/up_options.h"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace kvgate::cli {
 namespace {
@@ -14,6 +14,7 @@ using std::chrono::milliseconds;
 // Parses `args` (after the command name) as `kvgate up` would.
 UpOptions parse(std::vector<std::string> args) {
   CLI::App app{"test", "kvgate up"};
+  app.allow_windows_style_options(false);  // as parse_args() sets it: "/m.gguf" is a path on Windows too
   UpOptions o;
   add_up_options(app, o);
   args.insert(args.begin(), "kvgate up");
@@ -106,10 +107,11 @@ TEST(UpOptionsTest, ConfigFileFillsWhatTheCommandLineLeftOpen) {
 
 TEST(UpOptionsTest, ServeTakesTheGatewayOptionsAndItsUpstreamOnly) {
   UpOptions s;
-  ASSERT_TRUE(merge_config_json(R"({"upstream": "http://box:8080", "upstream_key": "k", "listen": "127.0.0.1:9000",
+  ASSERT_TRUE(
+      merge_config_json(R"({"upstream": "http://box:8080", "upstream_key": "k", "listen": "127.0.0.1:9000",
                                    "high-watermark": "50%", "compaction": false})",
-                                "serve.json", s, OptionSet::kServe)
-                  .ok());
+                        "serve.json", s, OptionSet::kServe)
+          .ok());
   auto c = resolve_up_options(s);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->upstream, "http://box:8080");
@@ -123,11 +125,13 @@ TEST(UpOptionsTest, ServeTakesTheGatewayOptionsAndItsUpstreamOnly) {
   UpOptions model;
   EXPECT_FALSE(merge_config_json(R"({"model": "m.gguf"})", "serve.json", model, OptionSet::kServe).ok());
   UpOptions up;
-  EXPECT_FALSE(merge_config_json(R"({"upstream": "http://box:8080"})", "up.json", up).ok());  // up starts its own
+  EXPECT_FALSE(
+      merge_config_json(R"({"upstream": "http://box:8080"})", "up.json", up).ok());  // up starts its own
 }
 
 TEST(UpOptionsTest, ServeTakesSeveralUpstreamsRepeatedOrAsAList) {
   CLI::App app{"test", "kvgate serve"};
+  app.allow_windows_style_options(false);
   UpOptions o;
   add_up_options(app, o, OptionSet::kServe);
   std::vector<std::string> args = {"kvgate serve", "--upstream", "http://a:1",  "--upstream",
@@ -240,8 +244,9 @@ TEST(UpOptionsTest, SeveralKeysTurnTheEnginesHostPromptCacheOff) {
   ASSERT_TRUE(two.settings.cache_ram_mib.has_value());
   EXPECT_EQ(*two.settings.cache_ram_mib, 0u);
   EXPECT_EQ(*resolve(parse({"--api-key", "alpha,beta", "--cache-ram", "0"})).settings.cache_ram_mib, 0u);
-  EXPECT_NE(resolve_error({"--api-key", "alpha,beta", "--cache-ram", "4GiB"}).find("read, another key's prompts"),
-            std::string::npos);
+  EXPECT_NE(
+      resolve_error({"--api-key", "alpha,beta", "--cache-ram", "4GiB"}).find("read, another key's prompts"),
+      std::string::npos);
   // One key, or none: the engine's default, or what was asked.
   EXPECT_FALSE(resolve(parse({"--api-key", "alpha"})).settings.cache_ram_mib.has_value());
   EXPECT_EQ(*resolve(parse({"--api-key", "alpha", "--cache-ram", "4GiB"})).settings.cache_ram_mib, 4096u);
@@ -277,7 +282,8 @@ namespace {
 // --allow-host on up and serve: repeated, comma-separated or a config list; '*' opens it.
 TEST(UpOptionsTest, AllowedHostsRepeatedOrAsAList) {
   EXPECT_TRUE(resolve(parse({})).allowed_hosts.empty());
-  const UpConfig c = resolve(parse({"--allow-host", "gpu-box.lan", "--allow-host", "proxy.example,Other-Host"}));
+  const UpConfig c =
+      resolve(parse({"--allow-host", "gpu-box.lan", "--allow-host", "proxy.example,Other-Host"}));
   EXPECT_EQ(c.allowed_hosts, (std::vector<std::string>{"gpu-box.lan", "proxy.example", "Other-Host"}));
   EXPECT_EQ(resolve(parse({"--allow-host", "*"})).allowed_hosts, (std::vector<std::string>{"*"}));
   for (const char* bad : {"host:8080", "", "a,,b", "evil/x", "a b"}) {
