@@ -79,6 +79,17 @@ done
 log "synth, inspect, plan, plan --json on 4 presets: the same bytes as the Linux build"
 phase "compared"
 
+# The task file `kvgate unit windows-task` writes, as a Task Scheduler reads it: registered with
+# wine's schtasks (its parser is stricter than the schema: no comment before the root), removed.
+tasks="$WINEPREFIX/drive_c/windows/system32/tasks"
+"${kvgate_exe[@]}" unit windows-task "$tmp/tiny-qwen3.gguf" --server "$engine/bin/llama-server.exe" \
+  --name kvgate-check --out "$tmp/kvgate-check.xml" >/dev/null 2>&1
+"$wine" schtasks /create /tn kvgate-check /xml "$("$wine" winepath -w "$tmp/kvgate-check.xml" 2>/dev/null)" ||
+  { log "wine's schtasks refused the task file"; exit 1; }
+[[ -f $tasks/kvgate-check ]] || { log "schtasks kept no task"; exit 1; }
+"$wine" schtasks /delete /tn kvgate-check /f
+log "kvgate unit windows-task: registered with schtasks /create /xml and removed"
+
 bash scripts/windows-up-check.sh "$engine/bin/llama-server.exe" "$tmp/tiny-qwen3.gguf" "$tmp"
 phase "kvgate.exe up checked"
 log "all passed in $((SECONDS - started)) s"

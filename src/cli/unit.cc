@@ -5,6 +5,8 @@
 // (engine/service_unit.h). Paths (model, --config, --server, --log-dir) are made absolute;
 // XDG_CACHE_HOME is fixed to this user's cache so the service finds the same engine build,
 // probe cache and default model. The options are checked as `kvgate up` would check them.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +24,17 @@
 
 namespace kvgate::cli {
 namespace {
+
+// A service name that is safe as a file name (no folders), a systemd unit name and inside an
+// XML comment ("--" ends one).
+bool plain_name(std::string_view name) {
+  if (name.empty() || name.size() > 64 || std::isalnum(static_cast<unsigned char>(name[0])) == 0)
+    return false;
+  if (name.find("--") != std::string_view::npos) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == '-';
+  });
+}
 
 namespace fs = std::filesystem;
 
@@ -72,8 +85,12 @@ int run_unit(int argc, char** argv) {
     std::fprintf(stderr, "kvgate unit: %s\n", msg.c_str());
     return code;
   };
-  if (name.empty() || name.find_first_of("/ \t\n") != std::string::npos)
-    return fail("--name must be a plain word");
+  if (!plain_name(name)) {
+    return fail(
+        fmt::format("--name '{}': use 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
+                    "digit, without '--' (it names a unit, a log file and an XML comment)",
+                    name));
+  }
 
   // Check everything `kvgate up` will check, the config file's content included.
   UpOptions merged = options;

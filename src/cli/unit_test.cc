@@ -112,6 +112,15 @@ TEST_F(UnitCommandTest, WindowsTaskIsUtf16ForSchtasks) {
   EXPECT_NE(ascii.find(name_ + "-task.log"), std::string::npos) << ascii;
 }
 
+TEST_F(UnitCommandTest, TheNameIsAPlainWord) {
+  for (const char* name : {"..\\..\\evil", "a/b", "my--gate", "-x", "a b", "x&y", ""}) {
+    Ran bad = run({kKvgate, "unit", "windows-task", model_.string(), "--name", name});
+    EXPECT_EQ(bad.code, 2) << name << ": " << bad.output;
+    EXPECT_NE(bad.output.find("--name"), std::string::npos) << bad.output;
+  }
+  EXPECT_EQ(run({kKvgate, "unit", "systemd", model_.string(), "--name", "kvgate.qwen-27b_2"}).code, 0);
+}
+
 TEST_F(UnitCommandTest, OptionsAreCheckedLikeUp) {
   Ran bad = run({kKvgate, "unit", "systemd", model_.string(), "--ctx", "lots"});
   EXPECT_EQ(bad.code, 2);

@@ -33,14 +33,14 @@ Result<std::string> windows_task(const ServiceUnitOptions& o) {
   const int restart_minutes = std::max(1, (o.restart_delay_s + 59) / 60);
   std::string t;
   t += "<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n";
+  // No "--" inside a comment (XML forbids it; Task Scheduler's parser refuses the file).
+  t += "<Task version=\"1.2\" xmlns=\"http://schemas.microsoft.com/windows/2004/02/mit/task\">\n";
   t += fmt::format(
-      "<!-- Task {0}, written by `kvgate unit windows-task --out {0}.xml`. Install (no administrator "
-      "needed):\n"
-      "       schtasks /create /tn {0} /xml {0}.xml\n"
-      "     Start now: schtasks /run /tn {0}   Stop: schtasks /end /tn {0}   Remove: schtasks /delete /tn "
+      "  <!-- Task {0}, written by `kvgate unit windows-task`. Install (no administrator needed):\n"
+      "         schtasks /create /tn {0} /xml {0}.xml\n"
+      "       Start now: schtasks /run /tn {0}   Stop: schtasks /end /tn {0}   Remove: schtasks /delete /tn "
       "{0} -->\n",
       o.name);
-  t += "<Task version=\"1.2\" xmlns=\"http://schemas.microsoft.com/windows/2004/02/mit/task\">\n";
   t += fmt::format("  <RegistrationInfo><Description>{}</Description></RegistrationInfo>\n",
                    util::xml_escape(o.description));
   t += "  <!-- At this user's logon, in this user's session (the GPU driver and the cache are theirs). -->\n";

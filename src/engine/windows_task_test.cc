@@ -80,6 +80,13 @@ TEST(WindowsTaskTest, RunsUpThroughCmdWithTheLogAndRestartPolicy) {
             std::string::npos);
   EXPECT_NE(x.find("<ExecutionTimeLimit>PT0S</ExecutionTimeLimit>"), std::string::npos) << "no time limit";
   EXPECT_NE(x.find("<MultipleInstancesPolicy>IgnoreNew</MultipleInstancesPolicy>"), std::string::npos);
+  // Well-formed where a parser is strict: the root element first, no "--" inside a comment.
+  EXPECT_LT(x.find("<Task "), x.find("<!--"));
+  for (size_t at = x.find("<!--"); at != std::string::npos; at = x.find("<!--", at + 4)) {
+    const size_t end = x.find("-->", at + 4);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(x.substr(at + 4, end - at - 4).find("--"), std::string::npos) << x.substr(at, end - at + 3);
+  }
 }
 
 TEST(WindowsTaskTest, TheArgumentsSplitBackIntoKvgatesOwn) {
