@@ -42,12 +42,11 @@ phase "built"
 
 # Unit tests not yet ported to Windows, by reason (each a test of the test's own set-up, not of
 # a Windows side: those have their own tests, and windows-up-check.sh runs the product):
-#   POSIX shells and tools as fixtures: ProbeTest (fake servers are sh scripts),
-#     ServiceUnitTest.SupervisorProgramSplits* (python3 shlex), UnitCommandTest.Systemd*/
-#     Supervisor* (systemd-analyze, /usr/bin paths);
+#   Linux service managers' tools as fixtures: ServiceUnitTest.SupervisorProgramSplits*
+#     (python3 shlex), UnitCommandTest.Systemd*/Supervisor* (systemd-analyze, /usr/bin paths);
 #   recorded /proc trees and SIGTERM: FakeProc, StopInstance (ProcessFacts and
 #     windows-up-check.sh cover the Windows side).
-readonly NOT_PORTED='^(dependency_graph|function_size)$|^ProbeTest\.|^ServiceUnitTest\.SupervisorProgramSplits|^UnitCommandTest\.(Systemd|Supervisor)|^FakeProc\.|^StopInstance\.'
+readonly NOT_PORTED='^(dependency_graph|function_size)$|^ServiceUnitTest\.SupervisorProgramSplits|^UnitCommandTest\.(Systemd|Supervisor)|^FakeProc\.|^StopInstance\.'
 log "unit tests under wine (not yet ported: $(ctest --test-dir build-windows -N -L unit -R "$NOT_PORTED" | sed -n 's/^Total Tests: //p') tests, listed above)"
 ctest --test-dir build-windows --output-on-failure -j "$(nproc)" --timeout 120 -L unit -E "$NOT_PORTED" "$@"
 phase "unit tests passed"

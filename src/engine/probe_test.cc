@@ -1,7 +1,8 @@
 // The probe over the ik_llama.cpp record (tests/fixtures/ik/probes.txt, recorded from a real
 // ik build by scripts/record-ik-fixtures.sh) replayed by a ProbeRunner, and through real
-// processes for binaries that are not llama-servers. The pinned engine is probed in
-// probe_e2e_test.cc, a real ik build (when present) in ik_probe_e2e_test.cc.
+// processes for binaries that are not llama-servers (sh scripts, or .cmd files on Windows). The
+// pinned engine is probed in probe_e2e_test.cc, a real ik build (when present) in
+// ik_probe_e2e_test.cc.
 #include "engine/probe.h"
 
 #include <fstream>
@@ -18,6 +19,23 @@ namespace kvgate::engine {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A stand-in program in `dir`: an sh script, or on Windows a .cmd file (CreateProcess runs
+// those through cmd.exe).
+fs::path stand_in(const fs::path& dir, const std::string& name, const std::string& sh,
+                  const std::string& cmd) {
+#ifdef _WIN32
+  const fs::path p = dir / (name + ".cmd");
+  std::ofstream(p, std::ios::binary) << "@echo off\r\n" << cmd;
+  (void)sh;
+#else
+  const fs::path p = dir / name;
+  std::ofstream(p) << "#!/bin/sh\n" << sh;
+  fs::permissions(p, fs::perms::owner_all);
+  (void)cmd;
+#endif
+  return p;
+}
 
 plan::ProbeRecord ik_record() {
   std::ifstream in(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/probes.txt");
@@ -38,9 +56,10 @@ class ReplayRunner final : public ProbeRunner {
     const std::string key = fmt::format("{}", fmt::join(args, " "));
     auto it = record_.runs.find(key);
     if (it == record_.runs.end()) {
-      return Error(fmt::format("the ik record has no run '{}': re-record tests/fixtures/ik with "
-                               "scripts/record-ik-fixtures.sh",
-                               key));
+      return Error(
+          fmt::format("the ik record has no run '{}': re-record tests/fixtures/ik with "
+                      "scripts/record-ik-fixtures.sh",
+                      key));
     }
     return it->second;
   }
@@ -61,13 +80,22 @@ class ProbeTest : public ::testing::Test {
     // Only its path, mtime and size matter: the ReplayRunner answers for it, it never runs.
     std::ofstream(bin()) << "#!/bin/sh\necho 'a stand-in for the recorded ik build: never run' >&2\nexit 1\n";
     fs::permissions(bin(), fs::perms::owner_all);
-    fs::copy_file(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/help.txt", dir_ / "bin/help.txt");
+    false_ = stand_in(dir_ / "bin", "false", "exit 1\n", "exit /b 1\r\n");
+    true_ = stand_in(dir_ / "bin", "true", "exit 0\n", "exit /b 0\r\n");  // exits 0 for everything
+    fs::copy_file(fs::path(kvgate::testing::source_dir()) / "tests/fixtures/ik/help.txt",
+                  dir_ / "bin/help.txt");
   }
   void TearDown() override { fs::remove_all(dir_); }
+#ifdef _WIN32
+  fs::path bin() const { return dir_ / "bin/llama-server.exe"; }
+#else
   fs::path bin() const { return dir_ / "bin/llama-server"; }
-  ProbeOptions options(ProbeRunner* runner = nullptr) { return {.cache_dir = dir_ / "cache", .runner = runner}; }
+#endif
+  ProbeOptions options(ProbeRunner* runner = nullptr) {
+    return {.cache_dir = dir_ / "cache", .runner = runner};
+  }
 
-  fs::path dir_;
+  fs::path dir_, false_, true_;
 };
 
 TEST_F(ProbeTest, IkRecordIsProbedCachedAndReprobedWhenChanged) {
@@ -123,11 +151,11 @@ TEST_F(ProbeTest, SeedConfigurationThroughTheIkRecord) {
 }
 
 TEST_F(ProbeTest, NotALlamaServer) {
-  auto f = probe_server("/bin/false", options());
+  auto f = probe_server(false_, options());
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.error().message().find("is this a llama-server binary?"), std::string::npos)
       << f.error().message();
-  auto t = probe_server("/bin/true", options());  // exits 0 for everything
+  auto t = probe_server(true_, options());
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.error().message().find("accepts the made-up flag"), std::string::npos) << t.error().message();
   auto missing = probe_server(dir_ / "no-such-binary", options());
@@ -139,9 +167,7 @@ TEST_F(ProbeTest, NotALlamaServer) {
 }
 
 TEST_F(ProbeTest, HangingBinaryTimesOut) {
-  const fs::path hang = dir_ / "bin/hang";
-  std::ofstream(hang) << "#!/bin/sh\nexec sleep 30\n";
-  fs::permissions(hang, fs::perms::owner_all);
+  const fs::path hang = stand_in(dir_ / "bin", "hang", "exec sleep 30\n", ":again\r\ngoto again\r\n");
   SubprocessProbeRunner runner(std::chrono::milliseconds(300));
   const auto start = std::chrono::steady_clock::now();
   auto r = runner.run(hang, {"--version"}, 5);
