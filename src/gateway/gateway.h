@@ -108,6 +108,9 @@ class Gateway : private TurnHost {
   Admission& admission() { return admission_; }
   TokenCounter& tokens() { return tokens_; }
   const GatewayOptions& options() const { return options_; }
+  // The bounds this gateway puts on a chat request (request_limits.h; the engine's context
+  // included when the options bound a token's bytes). Also the turn's (TurnHost).
+  RequestLimits request_limits() override;
   // Called by the supervisor when the engine restarted (its cache is empty again); the
   // requests that were with the lost engine get their strikes (fatal_requests.h). `hung`:
   // the old engine was killed for not answering its probes (not a crash or an outside kill).
@@ -206,7 +209,6 @@ class Gateway : private TurnHost {
   uint64_t context_tokens() override;
   nlohmann::json upstream_view(nlohmann::json view, const nlohmann::json& body) override;
   void mark_template_kwargs(nlohmann::json& body) override;
-  RequestLimits request_limits() override;
   Result<std::string> engine_summary(Session& session, const nlohmann::json& request_body,
                                      const CompactionCall& call, const Conversation& c, uint64_t until,
                                      uint64_t max_tokens, bool continuation, nlohmann::json& stats) override;

@@ -17,7 +17,7 @@
 //   4. bind        turn.cc          slot, seed, stream options; the engine available
 //   5. restore     turn.cc          the view; the slot given this conversation's saved state when it
 //                                   matches (kvstate/kv_keeper.h), and only this key's content
-//   6. budget      turn_count.cc    watermarks and the bound on an extended prompt (turn_budget.h,
+//   6. budget      turn_budget.cc   watermarks and the bound on an extended prompt (turn_budget.h,
 //                                   pure), the exact count, compaction past the high watermark
 //                                   (Gateway::compact_conversation, shared with manual compaction)
 //   7. send        turn_send.cc     attempts with retries: a restarted engine, a reply that filled

@@ -91,16 +91,16 @@ class Turn {
   // 5. turn.cc: the view; the slot made to hold this conversation's saved state when it
   //    matches, and only this key's content.
   void restore();
-  // 6. turn_count.cc: the view's token count or bound, compaction past the watermark.
+  // 6. turn_budget.cc: the view's token count or bound, compaction past the watermark.
   ApiStatus budget();
   ApiStatus compact_to(uint64_t target, const char* trigger);
   void recount();  // the view counted again (after a compaction, or when it was only bounded)
+  uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
   // turn_context.cc: the client's context management (TurnInput::edits), after the count.
   ApiStatus manage_context();
   void clear_tool_uses(const wire::ClearToolUses& spec);
   ApiStatus compact_for_client(const wire::CompactEdit& edit);
   void answer_compaction();  // a paused compaction's answer: the summary alone
-  uint64_t prompt_estimate() const;  // the exact count, else the bound, else 0
   // 7. turn_send.cc: attempts until one is final.
   ApiStatus send();
   bool retry_on_restarted_engine();

@@ -112,6 +112,40 @@ TEST(IsolationTest, ARetryOfALaterTurnCarriesTheCurrentValuesInANote) {
   EXPECT_EQ(oracle.check(kScope, std::nullopt, retry, t.view), "");
 }
 
+// Tool turns after a question keep the question's note (intake.h): the values of when it was
+// asked, not the request's. The oracle allows that only to a request that goes on after its
+// newest user message; a request that ends at the question must bring the current values.
+TEST(IsolationTest, AToolTurnKeepsItsQuestionsValuesAndTheOracleAllowsOnlyThat) {
+  MiniGateway gw;
+  IsolationOracle oracle;
+  const auto system = [](int minute) { return msg("system", "You help.\nNow: 2026-01-01 10:0" + std::to_string(minute) + "."); };
+  const json call = {{"role", "assistant"},
+                     {"content", ""},
+                     {"tool_calls", json::array({{{"id", "c1"}, {"type", "function"},
+                                                  {"function", {{"name", "ls"}, {"arguments", "{}"}}}}})}};
+  const json t1 = json::array({system(0), msg("user", "one")});
+  gw.send(kScope, std::nullopt, t1, msg("assistant", "r1"));
+  oracle.answered(kScope, std::nullopt, t1, msg("assistant", "r1"));
+  const json t2 = json::array({system(1), msg("user", "one"), msg("assistant", "r1"), msg("user", "two")});
+  gw.send(kScope, std::nullopt, t2, call);
+  oracle.answered(kScope, std::nullopt, t2, call);
+  json t3 = t2;
+  t3[0] = system(2);
+  t3.push_back(call);
+  t3.push_back({{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "a.txt"}});
+  const auto t = gw.send(kScope, std::nullopt, t3, msg("assistant", "done"));
+  EXPECT_NE(all_text(t.view).find("10:01"), std::string::npos) << t.view.dump();  // the question's values
+  EXPECT_EQ(all_text(t.view).find("10:02"), std::string::npos) << t.view.dump();
+  EXPECT_EQ(oracle.check(kScope, std::nullopt, t3, t.view), "");
+  // The same view for a request that ends at its question: the current values are missing.
+  json asked_again = t2;
+  asked_again[0] = system(2);
+  json view = t.view;
+  view.erase(view.size() - 1);
+  view.erase(view.size() - 1);
+  EXPECT_NE(oracle.check(kScope, std::nullopt, asked_again, view), "");
+}
+
 TEST(IsolationTest, TwoKeysNeverShareAConversationByIdOrByContent) {
   MiniGateway gw;
   const std::string key2 = scope_of_key("key-2");

@@ -13,11 +13,13 @@
 //   - the system message is R's, or differs from R's only in volatile substrings (normalize.h)
 //     with every differing line taken from the system message of an *ancestor*, and every
 //     line of R's system message that V's lacks is in a volatile-values note of V (the
-//     current values reach the model). Ancestors are the earlier requests of the same scope
-//     that R carries whole and verbatim (system, user and developer messages before R's newest
-//     user message up to volatile values) when they hold
-//     an assistant turn or R also carries, right after, the reply kvgate gave them; and the
-//     earlier requests of the same named conversation;
+//     current values reach the model) — or, when R goes on after its newest user message
+//     (tool results, more turns of one question), a note holds that line up to volatile
+//     values (the question's note keeps the values of when it was asked). Ancestors are the
+//     earlier requests of the same scope that R carries whole and verbatim (system, user and
+//     developer messages before R's newest user message up to volatile values) when they
+//     hold an assistant turn or R also carries, right after, the reply kvgate gave them; and
+//     the earlier requests of the same named conversation;
 //   - a message of V before R's newest user message may also be an ancestor's message at the
 //     same place that differs from R's only in volatile values (a pinned earlier message);
 //   - every line of a volatile-values note is a line of R's messages or of an ancestor's

@@ -39,14 +39,22 @@ class TurnDriver {
   ~TurnDriver();
 
   // POST /v1/chat/completions with `key` and, when given, X-Session-Id `id`; the engine
-  // answers `reply` (an assistant message). The view is null when nothing was sent upstream
-  // (`status` says why).
+  // answers with `reply`'s content and tool calls (an assistant message; a plain reply of
+  // its own when the content is empty or not text). The view is null when nothing was sent
+  // upstream (`status` says why).
   struct Result {
     int status = 0;
     SentView sent;
+    nlohmann::json reply;  // the answer's message as the client received it (200), else null
   };
   Result send(const std::string& key, const std::optional<std::string>& id, const nlohmann::json& messages,
               const nlohmann::json& reply);
+
+  // `messages` as the turn's first step leaves them (the body parsed, repaired, validated and
+  // stabilised with this gateway's options: gateway/turn_request.h): what recognition and
+  // intake work from, so what the isolation oracle judges a view against when a client sends
+  // what the turn repairs. nullopt when that step refuses them.
+  std::optional<nlohmann::json> prepared(const nlohmann::json& messages);
 
   gateway::Gateway& gateway() { return *gateway_; }
 
