@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -219,6 +220,16 @@ TEST(AgentLaunchTest, AnUnknownWindowLeavesTheAgentsOwnAndUnknownAgentsAreNamed)
   EXPECT_EQ(agent_output_cap(0), 0u);
 }
 
+// A real gateway serving Qwen3-8B with a 16K window behind the key "secret-key" (no engine is
+// asked: `kvgate run` reads only /v1/models).
+std::unique_ptr<testing::Front> served_front() {
+  gateway::GatewayOptions o;
+  o.context_tokens = 16384;
+  o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
+  o.api_keys = {"secret-key"};
+  return std::make_unique<testing::Front>(std::make_shared<testing::ScriptedUpstream>(16384), o);
+}
+
 // The command against a real gateway: it reads the model and window from /v1/models, and the
 // agent (here `env`, which prints what it was given) runs in its place with them.
 TEST(KvgateRunTest, TheAgentRunsWithWhatKvgateServes) {
@@ -226,12 +237,8 @@ TEST(KvgateRunTest, TheAgentRunsWithWhatKvgateServes) {
   GTEST_SKIP()
       << "/usr/bin/env and /bin/echo stand in for the agent: TheAgentIsACmdFileOnWindows is this test there";
 #endif
-  gateway::GatewayOptions o;
-  o.context_tokens = 16384;
-  o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
-  o.api_keys = {"secret-key"};
-  testing::Front front(std::make_shared<testing::ScriptedUpstream>(16384), o);
-  const std::string url = "http://127.0.0.1:" + std::to_string(front.port());
+  const auto front = served_front();
+  const std::string url = "http://127.0.0.1:" + std::to_string(front->port());
   auto ran = testing::run_kvgate({"run", "claude", "--url", url, "--agent-bin", "/usr/bin/env"},
                                  {{"KVGATE_API_KEY", "secret-key"}});
   EXPECT_EQ(ran.code, 0) << ran.output;
@@ -278,12 +285,8 @@ TEST(KvgateRunTest, TheAgentIsACmdFileOnWindows) {
 #ifndef _WIN32
   GTEST_SKIP() << "a .cmd agent runs on Windows (scripts/cross-windows.sh runs this under wine)";
 #endif
-  gateway::GatewayOptions o;
-  o.context_tokens = 16384;
-  o.model_name = "/models/Qwen3-8B-Q4_K_M.gguf";
-  o.api_keys = {"secret-key"};
-  testing::Front front(std::make_shared<testing::ScriptedUpstream>(16384), o);
-  const std::string url = "http://127.0.0.1:" + std::to_string(front.port());
+  const auto front = served_front();
+  const std::string url = "http://127.0.0.1:" + std::to_string(front->port());
   const auto dir =
       std::filesystem::temp_directory_path() / ("kvgate_run_agent_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
