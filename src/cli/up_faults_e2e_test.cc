@@ -187,8 +187,10 @@ TEST_P(UpEngineFaultsTest, EngineKilledDuringPrefill) {
   spec.head_dim = 64;
   spec.n_ff = 3072;
   auto model = synth(spec);
+  // A probe may wait 30 s: the engine is busy for seconds on two shared cores, and a probe that
+  // gives up early restarts it a second time, which this test is not about.
   start(args(model,
-             {"--ctx", "8192", "--start-timeout", "2m", "--ready-timeout", "2m", "--probe-timeout", "10s"}));
+             {"--ctx", "8192", "--start-timeout", "2m", "--ready-timeout", "2m", "--probe-timeout", "30s"}));
   auto long_prompt = [](const std::string& tag) {
     std::string filler;
     for (int i = 0; i < 400; ++i)
