@@ -246,10 +246,7 @@ std::string device_line(const device::Facts& d, unsigned cores) {
 
 // The command line as the shell that runs it reads it: POSIX sh, or cmd.exe on Windows.
 std::string command_line(const std::vector<std::string>& argv, bool windows) {
-  if (!windows) return util::shell_command(argv);
-  std::string line;
-  for (const auto& a : argv) line += (line.empty() ? "" : " ") + util::windows_quote(a);
-  return line;
+  return windows ? util::windows_command(argv) : util::shell_command(argv);
 }
 
 void print_plan(std::FILE* out, const engine::SourceTree& tree, const device::Facts& device,

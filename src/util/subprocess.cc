@@ -109,4 +109,13 @@ std::string shell_command(const std::vector<std::string>& argv) {
   return out;
 }
 
+std::string windows_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += windows_quote(a);
+  }
+  return out;
+}
+
 }  // namespace kvgate::util

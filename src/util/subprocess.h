@@ -114,6 +114,9 @@ Result<std::string> this_executable();
 // when it holds no space, tab or quote, else in double quotes with backslashes doubled only
 // before a quote. Pure; used on every platform (for Windows task files).
 std::string windows_quote(std::string_view arg);
+// The command line `argv` as one string each argument windows_quote()d (what CreateProcess
+// passes, and cmd.exe reads back for arguments without its own metacharacters).
+std::string windows_command(const std::vector<std::string>& argv);
 
 // Whether `path` is a regular file this process may execute (Windows: a file whose name ends
 // in .exe, .com, .bat or .cmd).

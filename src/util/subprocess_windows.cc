@@ -23,14 +23,7 @@ namespace kvgate::util {
 
 namespace {
 
-std::wstring command_line(const std::vector<std::string>& argv) {
-  std::wstring out;
-  for (const auto& a : argv) {
-    if (!out.empty()) out += L' ';
-    out += widen(windows_quote(a));
-  }
-  return out;
-}
+std::wstring command_line(const std::vector<std::string>& argv) { return widen(windows_command(argv)); }
 
 // The child's environment block: kvgate's, less the removed prefixes, plus the set values.
 std::wstring environment_block(const SpawnOptions& o) {
