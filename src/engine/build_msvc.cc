@@ -1,11 +1,12 @@
 #include "engine/build_msvc.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "util/strings.h"
 
 namespace kvgate::engine {
 namespace {
@@ -13,9 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 bool same_ignoring_case(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
+  return util::ascii_lower(a) == util::ascii_lower(b);
 }
 
 // "cudart64_12.dll" matches "cudart64_": the name starts with the prefix, ends in .dll.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine_build.h"
+#include "util/strings.h"
 
 namespace kvgate::engine {
 namespace {
@@ -15,12 +16,6 @@ namespace fs = std::filesystem;
 constexpr size_t kMaxCmakeFileBytes = 4 * 1024 * 1024;
 
 bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Result<std::string> read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -65,7 +60,7 @@ std::set<std::string> declared_cmake_options(std::string_view text) {
     }
     size_t j = i;
     while (j < n && is_ident(text[j])) ++j;
-    const std::string word = lower(text.substr(i, j - i));
+    const std::string word = util::ascii_lower(text.substr(i, j - i));
     i = j;
     if (word != "option" && word != "set") continue;
     while (j < n && (text[j] == ' ' || text[j] == '\t')) ++j;
